@@ -1,0 +1,206 @@
+// Package report builds the goalrun/1 run document (run-document.md), its
+// JSONL events, and its markdown rendering, from plain values. It caps every
+// free-text field in bytes on rune boundaries, redacts secrets before capping,
+// and guarantees the encoded document fits in DocumentBytes.
+package report
+
+import "github.com/goalrun/goalrun/sandbox"
+
+// Schema is the value of every document's "schema" key.
+const Schema = "goalrun/1"
+
+// Statuses (the document's "status").
+const (
+	StatusSuccess      = "success"       // every step ran; read goal for the verdict
+	StatusError        = "error"         // the run (or its start) failed
+	StatusAuthRequired = "auth_required" // the agent's model API refused its credentials
+	StatusCancelled    = "cancelled"     // interrupted by SIGINT/SIGTERM
+)
+
+// Conclusions: the GitHub check-run conclusion a document maps to.
+const (
+	ConclusionSuccess        = "success"         // passed and grounded
+	ConclusionNeutral        = "neutral"         // passed, not grounded (or check modified)
+	ConclusionFailure        = "failure"         // not passed, or error
+	ConclusionTimedOut       = "timed_out"       // halted by the time budget
+	ConclusionCancelled      = "cancelled"       // interrupted
+	ConclusionActionRequired = "action_required" // auth_required
+)
+
+// Halts (goal.halt). Empty means the goal passed (JSON null).
+const (
+	HaltMaxIterations = "max_iterations"
+	HaltTimeout       = "timeout"
+	HaltBudget        = "budget"
+	HaltNoProgress    = "no_progress"
+	HaltAgentError    = "agent_error"
+	HaltInterrupted   = "interrupted"
+	HaltAuthRequired  = "auth_required"
+)
+
+// Error codes (the failure shapes' "error").
+const (
+	ErrBadInput           = "BadInput"
+	ErrAgentFailed        = "AgentFailed"
+	ErrAgentNotFound      = "AgentNotFound"
+	ErrSandboxUnavailable = "SandboxUnavailable"
+	ErrSandboxFailed      = "SandboxFailed"
+	ErrCheckNotRunnable   = "CheckNotRunnable"
+	ErrAuthRequired       = "AuthRequired"
+	ErrCancelled          = "Cancelled"
+	ErrGitHubUnavailable  = "GitHubUnavailable"
+)
+
+// Document is one goalrun/1 document in any of its three shapes. Which keys
+// appear is decided by the constructors (Finish, StartupError) and the
+// encoder; a zero Document is not valid on its own.
+type Document struct {
+	Schema     string `json:"schema"`
+	Status     string `json:"status"`
+	Conclusion string `json:"conclusion"`
+
+	// Result shape only.
+	Summary *string `json:"summary,omitempty"`
+
+	// Failure and startup-error shapes only.
+	Error       string   `json:"error,omitempty"`
+	Message     string   `json:"message,omitempty"`
+	Suggestions []string `json:"suggestions,omitempty"`
+	Failure     *Failure `json:"failure,omitempty"`
+	Reason      string   `json:"reason,omitempty"`
+
+	// Result and failure shapes.
+	Goal              *Goal            `json:"goal,omitempty"`
+	Iterations        []Iteration      `json:"iterations,omitempty"`
+	IterationsOmitted *int             `json:"iterations_omitted,omitempty"`
+	Turns             *int             `json:"turns,omitempty"`
+	TurnsCompleted    *int             `json:"turns_completed,omitempty"`
+	Delegations       *int             `json:"delegations,omitempty"`
+	Agent             *AgentInfo       `json:"agent,omitempty"`
+	ModelUsed         string           `json:"model_used,omitempty"`
+	ModelsServed      []ModelServed    `json:"models_served,omitempty"`
+	Usage             *Usage           `json:"usage,omitempty"`
+	Receipts          *Receipts        `json:"receipts,omitempty"`
+	UngroundedClaims  []Claim          `json:"ungrounded_claims,omitempty"`
+	Judge             *Judge           `json:"judge,omitempty"`
+	Changes           *Changes         `json:"changes,omitempty"`
+	Sandbox           *sandbox.Posture `json:"sandbox,omitempty"`
+	ElapsedSeconds    *float64         `json:"elapsed_seconds,omitempty"`
+
+	// Elided lists the optional detail the encoder dropped to fit
+	// DocumentBytes, in the order it dropped it.
+	Elided []string `json:"elided,omitempty"`
+}
+
+// Goal is the verdict.
+type Goal struct {
+	// Check is the --until command (capped), or the --infer-until text.
+	Check string `json:"check"`
+	// Passed says the goal was judged met.
+	Passed bool `json:"passed"`
+	// Grounded says the verdict came from goalrun's own check, run in the
+	// sandbox, exiting 0.
+	Grounded bool `json:"grounded"`
+	// Iterations counts agent turns taken; 0 means the agent never ran.
+	Iterations int `json:"iterations"`
+	// Halt is nil when the goal passed, else one of the Halt* values.
+	Halt *string `json:"halt"`
+	// HaltReason explains the halt in one sentence (capped); additive.
+	HaltReason string `json:"halt_reason,omitempty"`
+}
+
+// Iteration is one loop iteration: iteration 0 is the first check alone.
+type Iteration struct {
+	N     int          `json:"n"`
+	Agent *AgentStep   `json:"agent,omitempty"`
+	Check *CheckResult `json:"check,omitempty"`
+}
+
+// AgentStep is one agent turn within an iteration.
+type AgentStep struct {
+	Status  string  `json:"status"`
+	Cause   string  `json:"cause,omitempty"`
+	Turns   int     `json:"turns"`
+	Seconds float64 `json:"seconds"`
+}
+
+// CheckResult is one run of the check.
+type CheckResult struct {
+	ExitCode int     `json:"exit_code"`
+	Passed   bool    `json:"passed"`
+	Seconds  float64 `json:"seconds"`
+	// Tail is the end of the check's combined output, capped at TailCap.
+	Tail      string `json:"tail"`
+	TimedOut  bool   `json:"timed_out,omitempty"`
+	OOMKilled bool   `json:"oom_killed,omitempty"`
+}
+
+// AgentInfo identifies the agent.
+type AgentInfo struct {
+	Name      string `json:"name"`
+	Version   string `json:"version,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// ModelServed is a model that answered the agent.
+type ModelServed struct {
+	ModelID         string `json:"model_id"`
+	LocalLastResort bool   `json:"local_last_resort"`
+}
+
+// Usage is the run's total token use and cost.
+type Usage struct {
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+}
+
+// Receipts roll up every tool call the agent made.
+type Receipts struct {
+	Total         int            `json:"total"`
+	Failed        int            `json:"failed"`
+	ByTool        map[string]int `json:"by_tool"`
+	Sample        []Receipt      `json:"sample"`
+	SampleOmitted int            `json:"sample_omitted"`
+}
+
+// Receipt is one tool call.
+type Receipt struct {
+	Tool  string `json:"tool"`
+	OK    bool   `json:"ok"`
+	Brief string `json:"brief"`
+	Via   string `json:"via,omitempty"`
+}
+
+// Claim is an operational claim in the agent's final prose that no receipt
+// backs.
+type Claim struct {
+	Claim  string `json:"claim"`
+	Kind   string `json:"kind"`
+	Reason string `json:"reason"`
+}
+
+// Judge is the model judge's opinion (--infer-until); additive.
+type Judge struct {
+	Met    bool   `json:"met"`
+	Reason string `json:"reason"`
+	// By says who judged: "agent" (the agent CLI) or "command" (--judge-cmd).
+	By string `json:"by"`
+}
+
+// Changes is what the agent changed in the workspace.
+type Changes struct {
+	FilesChanged  int      `json:"files_changed"`
+	Insertions    int      `json:"insertions"`
+	Deletions     int      `json:"deletions"`
+	RiskyPaths    []string `json:"risky_paths"`
+	CheckModified bool     `json:"check_modified"`
+	PatchSHA256   string   `json:"patch_sha256,omitempty"`
+}
+
+// Failure carries the cause of a failure shape and cause-specific fields.
+type Failure struct {
+	Cause string `json:"cause"`
+	// Detail holds cause-specific fields (exit_code, iteration, …).
+	Detail map[string]any `json:"detail,omitempty"`
+}

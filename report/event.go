@@ -1,0 +1,47 @@
+package report
+
+import "time"
+
+// Event types (run-document.md, "Events").
+const (
+	EventStarted        = "started"
+	EventSandboxReady   = "sandbox_ready"
+	EventCheckStarted   = "check_started"
+	EventCheckFinished  = "check_finished"
+	EventAgentStarted   = "agent_started"
+	EventModelServed    = "model_served"
+	EventInferenceRetry = "inference_retry"
+	EventText           = "text"
+	EventToolCalled     = "tool_called"
+	EventToolResult     = "tool_result"
+	EventToolFailed     = "tool_failed"
+	EventGoalEvaluated  = "goal_evaluated"
+	EventCompleted      = "completed" // terminal
+	EventFailed         = "failed"    // terminal
+)
+
+// Event phases.
+const (
+	PhaseRun       = "run"
+	PhaseSandbox   = "sandbox"
+	PhaseVerifying = "verifying"
+	PhaseActing    = "acting"
+	PhaseInference = "inference"
+	PhaseReasoning = "reasoning"
+)
+
+// Event is one JSONL progress event: {"type","phase","message","data","time"}.
+type Event struct {
+	Type    string         `json:"type"`
+	Phase   string         `json:"phase"`
+	Message string         `json:"message"`
+	Data    map[string]any `json:"data"`
+	Time    time.Time      `json:"time"`
+}
+
+// Sink receives events as they happen. Emit must not block for long and
+// must not fail the run: a sink that cannot deliver drops the event and says
+// so itself.
+type Sink interface {
+	Emit(Event)
+}
