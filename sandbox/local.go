@@ -1,0 +1,523 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// KillGrace is how long a step's process group gets between SIGTERM and
+// SIGKILL when its timeout expires, its context ends or the sandbox closes.
+const KillGrace = 2 * time.Second
+
+// pipeGrace bounds how long Exec waits for a step's output pipes to drain
+// after the step's process group was killed; a process that left the group
+// (setsid) and kept a pipe open cannot hold Exec longer than this.
+const pipeGrace = time.Second
+
+// proxyEnv are the variables that route traffic through a proxy; check steps
+// never get them (sandbox.md, "Steps": no proxy settings for the check).
+var proxyEnv = []string{
+	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+	"http_proxy", "https_proxy", "all_proxy", "no_proxy",
+}
+
+// Local is the sandbox that runs steps on the host itself (--sandbox local,
+// or the fallback of --sandbox auto). It isolates only what a host process
+// can: each step runs in the workspace, in its own process group that is
+// killed as a whole, with an environment built from an allowlist instead of
+// goalrun's own. It restricts neither the network nor the filesystem, and its
+// posture says so (mode local, network host, tier local).
+type Local struct {
+	cfg      Config
+	root     string // the workspace, absolute and with symlinks resolved
+	hostEnv  func(string) (string, bool)
+	agentEnv []string
+	checkEnv []string
+	posture  Posture
+
+	mu      sync.Mutex
+	closed  bool
+	running map[*localStep]struct{}
+	wg      sync.WaitGroup // running steps
+}
+
+var _ Sandbox = (*Local)(nil)
+
+// LocalOption adjusts StartLocal.
+type LocalOption func(*Local)
+
+// WithHostEnv makes the Local sandbox read host variables (those named by
+// Config.PassEnv) through lookup instead of os.LookupEnv.
+func WithHostEnv(lookup func(string) (string, bool)) LocalOption {
+	return func(l *Local) { l.hostEnv = lookup }
+}
+
+// StartLocal prepares a Local sandbox for cfg. cfg.Workspace must be an
+// existing directory; it is resolved to an absolute path without symlinks,
+// which is what steps see as their root. The host environment is read once,
+// here. ctx is unused beyond an early cancellation check (starting is
+// instantaneous).
+//
+// Errors: ctx's error, or an error naming the workspace when it is missing
+// or not a directory.
+func StartLocal(ctx context.Context, cfg Config, opts ...LocalOption) (*Local, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if cfg.Workspace == "" {
+		return nil, errors.New("sandbox: local: no workspace given")
+	}
+	abs, err := filepath.Abs(cfg.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: local: workspace %q: %w", cfg.Workspace, err)
+	}
+	root, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: local: workspace %q: %w", cfg.Workspace, err)
+	}
+	st, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: local: workspace %q: %w", cfg.Workspace, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("sandbox: local: workspace %q is not a directory", cfg.Workspace)
+	}
+	l := &Local{cfg: cfg, root: root, hostEnv: os.LookupEnv, running: map[*localStep]struct{}{}}
+	for _, o := range opts {
+		o(l)
+	}
+	l.agentEnv, l.checkEnv = l.buildEnv()
+	l.posture = l.buildPosture()
+	return l, nil
+}
+
+// buildEnv returns the base environments (sorted KEY=VALUE) of agent and
+// check steps. Agent steps: the allowlisted host variables, then Config.Env,
+// then each upstream's base URL and real key (there is no proxy locally),
+// then Config.Secrets. Check steps: the allowlisted host variables minus any
+// proxy variable and any name that carries a secret.
+func (l *Local) buildEnv() (agent, check []string) {
+	pass := l.cfg.PassEnv
+	if pass == nil {
+		pass = DefaultPassEnv
+	}
+	host := map[string]string{}
+	for _, k := range pass {
+		if v, ok := l.hostEnv(k); ok {
+			host[k] = v
+		}
+	}
+	secretNames := map[string]bool{}
+	for k := range l.cfg.Secrets {
+		secretNames[k] = true
+	}
+	for _, u := range l.cfg.Upstreams {
+		if u.KeyEnv != "" {
+			secretNames[u.KeyEnv] = true
+		}
+	}
+
+	a := map[string]string{}
+	for k, v := range host {
+		a[k] = v
+	}
+	for k, v := range l.cfg.Env {
+		a[k] = v
+	}
+	for _, u := range l.cfg.Upstreams {
+		if u.BaseURLEnv != "" && u.URL != "" {
+			a[u.BaseURLEnv] = u.URL
+		}
+		if u.KeyEnv != "" && u.Key != "" {
+			a[u.KeyEnv] = u.Key
+		}
+	}
+	for k, v := range l.cfg.Secrets {
+		a[k] = v
+	}
+
+	c := map[string]string{}
+	for k, v := range host {
+		if secretNames[k] || slices.Contains(proxyEnv, k) {
+			continue
+		}
+		c[k] = v
+	}
+	return envList(a), envList(c)
+}
+
+func envList(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// buildPosture records what Local applies: nothing beyond the host's own
+// user and a process group.
+func (l *Local) buildPosture() Posture {
+	secrets := []string{}
+	for k, v := range l.cfg.Secrets {
+		if v != "" {
+			secrets = append(secrets, k)
+		}
+	}
+	for _, u := range l.cfg.Upstreams {
+		if u.KeyEnv != "" && u.Key != "" && !slices.Contains(secrets, u.KeyEnv) {
+			secrets = append(secrets, u.KeyEnv)
+		}
+	}
+	sort.Strings(secrets)
+	var notice *string
+	if l.cfg.FallbackNotice != "" {
+		n := l.cfg.FallbackNotice
+		notice = &n
+	}
+	return Posture{
+		Mode:             "local",
+		Network:          NetworkHost,
+		Tier:             TierLocal,
+		Root:             l.root,
+		Workspace:        WorkspaceHost,
+		User:             strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid()),
+		CapDrop:          []string{},
+		SecretsInSandbox: secrets,
+		FallbackNotice:   notice,
+	}
+}
+
+// Posture returns what Local applies (a copy; the caller may keep it).
+func (l *Local) Posture() Posture {
+	p := l.posture
+	p.CapDrop = slices.Clone(p.CapDrop)
+	p.SecretsInSandbox = slices.Clone(p.SecretsInSandbox)
+	if p.FallbackNotice != nil {
+		n := *p.FallbackNotice
+		p.FallbackNotice = &n
+	}
+	return p
+}
+
+// Root returns the workspace as steps see it (absolute, symlinks resolved).
+func (l *Local) Root() string { return l.root }
+
+// localStep is one running step's process group and how to stop it.
+type localStep struct {
+	pgid int
+	stop chan struct{} // closed by Close: kill the step
+	once sync.Once
+}
+
+func (s *localStep) kill() { s.once.Do(func() { close(s.stop) }) }
+
+// Exec runs cmd on the host (see Sandbox). Cmd.Args[0] is looked up on the
+// step's own PATH (the allowlisted one), not goalrun's. The step runs in its
+// own process group; when its timeout expires, ctx ends or the sandbox
+// closes, the group gets SIGTERM and, KillGrace later, SIGKILL. When the
+// step's main process exits, whatever it left running in its group is
+// killed, so no step outlives itself.
+//
+// Errors: ErrClosed after Close; an error wrapping ErrNotStarted when the
+// program is not found, not executable, or Cmd.Dir leaves the workspace;
+// ctx's error when ctx ended before the step started.
+func (l *Local) Exec(ctx context.Context, cmd Cmd) (Result, error) {
+	if len(cmd.Args) == 0 {
+		return Result{}, fmt.Errorf("sandbox: local: empty command: %w", ErrNotStarted)
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	dir, err := l.stepDir(cmd.Dir)
+	if err != nil {
+		return Result{}, err
+	}
+	base := l.agentEnv
+	if cmd.Role == RoleCheck {
+		base = l.checkEnv
+	}
+	env := mergeEnv(base, cmd.Env)
+	path, err := lookPath(cmd.Args[0], envValue(env, "PATH"), dir)
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: local: %s step %q: %w: %w", cmd.Role, cmd.Args[0], ErrNotStarted, err)
+	}
+
+	step := &localStep{stop: make(chan struct{})}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return Result{}, ErrClosed
+	}
+	l.running[step] = struct{}{}
+	l.wg.Add(1)
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.running, step)
+		l.mu.Unlock()
+		l.wg.Done()
+	}()
+	return runLocalStep(ctx, step, cmd, path, dir, env)
+}
+
+// stepDir resolves Cmd.Dir inside the workspace; a path that leaves it
+// (.., absolute, or a symlink pointing out) is refused.
+func (l *Local) stepDir(rel string) (string, error) {
+	if rel == "" || rel == "." {
+		return l.root, nil
+	}
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("sandbox: local: step directory %q is not inside the workspace: %w", rel, ErrNotStarted)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(l.root, rel))
+	if err != nil {
+		return "", fmt.Errorf("sandbox: local: step directory %q: %w: %w", rel, ErrNotStarted, err)
+	}
+	if real != l.root && !strings.HasPrefix(real, l.root+string(filepath.Separator)) {
+		return "", fmt.Errorf("sandbox: local: step directory %q resolves to %q, outside the workspace: %w", rel, real, ErrNotStarted)
+	}
+	return real, nil
+}
+
+// runLocalStep starts the process, streams its output and waits for it.
+func runLocalStep(ctx context.Context, step *localStep, cmd Cmd, path, dir string, env []string) (Result, error) {
+	fwdOut, fwdErr := StepWriters(cmd.Stdout, cmd.Stderr)
+	outTail := NewTailWriter(fwdOut, TailBytes)
+	errTail := NewTailWriter(fwdErr, TailBytes)
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: local: stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return Result{}, fmt.Errorf("sandbox: local: stderr pipe: %w", err)
+	}
+	var inR, inW *os.File
+	var stdin io.Reader
+	switch in := cmd.Stdin.(type) {
+	case nil: // exec opens /dev/null
+	case *os.File:
+		stdin = in
+	default:
+		if inR, inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return Result{}, fmt.Errorf("sandbox: local: stdin pipe: %w", err)
+		}
+		stdin = inR
+	}
+
+	c := &exec.Cmd{
+		Path:   path,
+		Args:   cmd.Args,
+		Env:    env,
+		Dir:    dir,
+		Stdin:  stdin,
+		Stdout: outW,
+		Stderr: errW,
+		// Setpgid: the step and its children form one group, killed as a
+		// whole. Pdeathsig: if goalrun itself dies, the kernel kills the
+		// step's leader (goalrun never locks OS threads, so "the creating
+		// thread dies" only happens with the process).
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	start := time.Now()
+	startErr := c.Start()
+	outW.Close() // the child holds its own copies now
+	errW.Close()
+	if inR != nil {
+		inR.Close()
+	}
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		return Result{}, fmt.Errorf("sandbox: local: starting %s step %q: %w: %w", cmd.Role, cmd.Args[0], ErrNotStarted, startErr)
+	}
+	step.pgid = c.Process.Pid
+
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go func() { defer copies.Done(); io.Copy(outTail, outR) }()
+	go func() { defer copies.Done(); io.Copy(errTail, errR) }()
+	if inW != nil {
+		go func() {
+			io.Copy(inW, cmd.Stdin) // EPIPE when the step stops reading
+			inW.Close()
+		}()
+	}
+
+	waited := make(chan error, 1)
+	go func() { waited <- c.Wait() }()
+
+	var timer <-chan time.Time
+	if cmd.Timeout > 0 {
+		t := time.NewTimer(cmd.Timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	var res Result
+	select {
+	case <-waited:
+	case <-timer:
+		res.TimedOut = true
+		killGroup(step.pgid, waited)
+	case <-ctx.Done():
+		res.Cancelled = true
+		killGroup(step.pgid, waited)
+	case <-step.stop:
+		res.Cancelled = true
+		killGroup(step.pgid, waited)
+	}
+	res.Duration = time.Since(start)
+	// Whatever the step left behind in its group dies with it.
+	_ = syscall.Kill(-step.pgid, syscall.SIGKILL)
+	if inW != nil {
+		inW.Close() // unblocks a stdin copy still writing
+	}
+
+	drained := make(chan struct{})
+	go func() { copies.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(pipeGrace):
+		// A process outside the group still holds a pipe: stop reading.
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+
+	res.ExitCode = exitCode(c.ProcessState)
+	res.Stdout = outTail.Output()
+	res.Stderr = errTail.Output()
+	return res, nil
+}
+
+// killGroup sends SIGTERM to the group, SIGKILL after KillGrace, and waits
+// for the group's leader to be reaped.
+func killGroup(pgid int, waited <-chan error) {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	t := time.NewTimer(KillGrace)
+	defer t.Stop()
+	select {
+	case <-waited:
+	case <-t.C:
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-waited
+	}
+}
+
+// exitCode is the step's exit status; 128+signal when a signal ended it.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// mergeEnv returns base with extra's variables added or replaced, sorted.
+func mergeEnv(base []string, extra map[string]string) []string {
+	if len(extra) == 0 {
+		return base
+	}
+	m := make(map[string]string, len(base)+len(extra))
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return envList(m)
+}
+
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath finds name on pathList (the step's PATH); a name with a slash is
+// taken as is (relative to dir).
+func lookPath(name, pathList, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := executable(p); err != nil {
+			return "", err
+		}
+		return p, nil
+	}
+	for _, d := range filepath.SplitList(pathList) {
+		if d == "" || !filepath.IsAbs(d) {
+			continue // a relative PATH entry would resolve inside the agent's tree
+		}
+		p := filepath.Join(d, name)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found on the step's PATH (%s): %w", name, pathList, exec.ErrNotFound)
+}
+
+func executable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return &fs.PathError{Op: "exec", Path: p, Err: fs.ErrPermission}
+	}
+	return nil
+}
+
+// Close kills every running step (SIGTERM, then SIGKILL after KillGrace) and
+// waits for them to end, or for ctx to end. Later Execs fail with ErrClosed.
+// Close is idempotent; it returns ctx's error when ctx ended first.
+func (l *Local) Close(ctx context.Context) error {
+	l.mu.Lock()
+	l.closed = true
+	for s := range l.running {
+		s.kill()
+	}
+	l.mu.Unlock()
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,193 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/goalrun/goalrun/sandbox"
+	"github.com/goalrun/goalrun/sandbox/sandboxtest"
+)
+
+func startLocal(t *testing.T, cfg sandbox.Config) sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.StartLocal(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("StartLocal: %v", err)
+	}
+	return sb
+}
+
+func TestLocalConformance(t *testing.T) {
+	sandboxtest.Run(t, startLocal)
+}
+
+func TestStartLocalRefusesBadWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, workspace, wantInErr string
+	}{
+		{"empty", "", "no workspace"},
+		{"missing", filepath.Join(dir, "missing"), "missing"},
+		{"a file", file, "not a directory"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := sandbox.StartLocal(t.Context(), sandbox.Config{Workspace: tc.workspace})
+			if err == nil || !strings.Contains(err.Error(), tc.wantInErr) {
+				t.Errorf("err = %v, want one mentioning %q", err, tc.wantInErr)
+			}
+		})
+	}
+}
+
+func TestLocalPosture(t *testing.T) {
+	dir := t.TempDir()
+	real, _ := filepath.EvalSymlinks(dir)
+	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+	notice := "docker unavailable: no Engine answered at unix:///var/run/docker.sock"
+	cases := []struct {
+		name string
+		cfg  sandbox.Config
+		want sandbox.Posture
+	}{
+		{
+			name: "explicit local, no secrets",
+			cfg:  sandbox.Config{Workspace: dir},
+			want: sandbox.Posture{Mode: "local", Network: sandbox.NetworkHost, Tier: sandbox.TierLocal, Root: real,
+				Workspace: sandbox.WorkspaceHost, User: user, CapDrop: []string{}, SecretsInSandbox: []string{}},
+		},
+		{
+			name: "fallback with a secret and an upstream key",
+			cfg: sandbox.Config{Workspace: dir, FallbackNotice: notice, Network: sandbox.NetworkEgress,
+				Secrets:   map[string]string{"GITHUB_TOKEN": "ghp_x", "EMPTY": ""},
+				Upstreams: []sandbox.Upstream{{URL: "https://api.anthropic.com", BaseURLEnv: "ANTHROPIC_BASE_URL", KeyEnv: "ANTHROPIC_API_KEY", Key: "sk-ant"}}},
+			want: sandbox.Posture{Mode: "local", Network: sandbox.NetworkHost, Tier: sandbox.TierLocal, Root: real,
+				Workspace: sandbox.WorkspaceHost, User: user, CapDrop: []string{},
+				SecretsInSandbox: []string{"ANTHROPIC_API_KEY", "GITHUB_TOKEN"}, FallbackNotice: &notice},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, err := sandbox.StartLocal(t.Context(), tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close(context.Background())
+			if got := sb.Posture(); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("posture\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLocalEnvironment(t *testing.T) {
+	host := map[string]string{
+		"PATH": os.Getenv("PATH"), "HOME": "/home/h", "HTTPS_PROXY": "http://proxy:3128",
+		"NOT_ALLOWED": "x", "ANTHROPIC_API_KEY": "sk-host",
+	}
+	lookup := func(k string) (string, bool) { v, ok := host[k]; return v, ok }
+	cfg := sandbox.Config{
+		Workspace: t.TempDir(),
+		PassEnv:   []string{"PATH", "HOME", "HTTPS_PROXY", "ANTHROPIC_API_KEY"},
+		Env:       map[string]string{"HOME": "/home/agent"},
+		Secrets:   map[string]string{"GITHUB_TOKEN": "ghp_secret"},
+		Upstreams: []sandbox.Upstream{{URL: "https://api.anthropic.com", BaseURLEnv: "ANTHROPIC_BASE_URL", KeyEnv: "ANTHROPIC_API_KEY", Key: "sk-real"}},
+	}
+	sb, err := sandbox.StartLocal(t.Context(), cfg, sandbox.WithHostEnv(lookup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	cases := []struct {
+		name string
+		role sandbox.Role
+		want map[string]string // "" value: must be absent
+	}{
+		{"agent: Config.Env wins over the host, upstream key and secrets present", sandbox.RoleAgent, map[string]string{
+			"HOME": "/home/agent", "HTTPS_PROXY": "http://proxy:3128", "ANTHROPIC_BASE_URL": "https://api.anthropic.com",
+			"ANTHROPIC_API_KEY": "sk-real", "GITHUB_TOKEN": "ghp_secret", "NOT_ALLOWED": "", "STEP": "1"}},
+		{"check: host allowlist only, no proxy, no secret names even from the host", sandbox.RoleCheck, map[string]string{
+			"HOME": "/home/h", "HTTPS_PROXY": "", "ANTHROPIC_BASE_URL": "", "ANTHROPIC_API_KEY": "",
+			"GITHUB_TOKEN": "", "NOT_ALLOWED": "", "STEP": "1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := sb.Exec(t.Context(), sandbox.Cmd{Role: tc.role, Args: []string{"env"}, Env: map[string]string{"STEP": "1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, line := range strings.Split(string(res.Stdout.Tail), "\n") {
+				if k, v, ok := strings.Cut(line, "="); ok {
+					got[k] = v
+				}
+			}
+			for k, want := range tc.want {
+				v, ok := got[k]
+				switch {
+				case want == "" && ok:
+					t.Errorf("%s=%q is set, want absent", k, v)
+				case want != "" && v != want:
+					t.Errorf("%s=%q, want %q", k, v, want)
+				}
+			}
+		})
+	}
+}
+
+func TestLocalLooksUpProgramsOnTheStepPath(t *testing.T) {
+	ws := t.TempDir()
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "only-on-step-path"), []byte("#!/bin/sh\necho found\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "not-executable"), []byte("#!/bin/sh\necho no\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(k string) (string, bool) {
+		if k == "PATH" {
+			return bin + ":/usr/bin:/bin", true
+		}
+		return "", false
+	}
+	sb, err := sandbox.StartLocal(t.Context(), sandbox.Config{Workspace: ws}, sandbox.WithHostEnv(lookup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	res, err := sb.Exec(t.Context(), sandbox.Cmd{Args: []string{"only-on-step-path"}})
+	if err != nil || string(res.Stdout.Tail) != "found\n" {
+		t.Errorf("program on the step's PATH: %q, %v", res.Stdout.Tail, err)
+	}
+	_, err = sb.Exec(t.Context(), sandbox.Cmd{Args: []string{"./not-executable"}})
+	if !errors.Is(err, sandbox.ErrNotStarted) {
+		t.Errorf("non-executable file: err = %v, want ErrNotStarted", err)
+	}
+}
+
+func TestLocalRefusesSymlinkedDirOutsideWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(ws, "out")); err != nil {
+		t.Fatal(err)
+	}
+	sb := startLocal(t, sandbox.Config{Workspace: ws})
+	defer sb.Close(context.Background())
+	_, err := sb.Exec(t.Context(), sandbox.Cmd{Dir: "out", Args: sandbox.Shell("touch escaped")})
+	if !errors.Is(err, sandbox.ErrNotStarted) {
+		t.Errorf("err = %v, want ErrNotStarted", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "escaped")); err == nil {
+		t.Errorf("the step ran outside the workspace")
+	}
+}
