@@ -4,13 +4,56 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/goalrun/goalrun/sandbox/egress"
 )
 
-// relayCommand is the hidden subcommand that runs the egress relay inside the sandbox.
+// relayCommand is the hidden subcommand that runs the egress relay inside the
+// sandbox:
+//
+//	goalrun __relay 127.0.0.1:3128=/goalrun/egress/proxy.sock 127.0.0.1:3129=/goalrun/egress/up0.sock
+//
+// It is the egress container's main process (under the Engine's init, tini):
+// it listens on loopback inside the container, which has no other network
+// interface, and carries every connection to goalrun's proxy through the
+// Unix socket bind-mounted from outside. With no mappings it idles until
+// SIGTERM, so a network-less container can use it as its main process too.
+//
+// The relay needs nothing in the container but a kernel: goalrun is built
+// with CGO_ENABLED=0, so the binary is static and the relay never resolves a
+// name (listen addresses are IP literals) or loads a library.
 const relayCommand = "__relay"
 
-// PLACEHOLDER(owner: egress helper) — replaced by the real implementation.
-func relayCmd(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "goalrun: relay is being built")
-	return exitRunFailed
+// relayUsage is printed for --help and after a bad mapping.
+const relayUsage = `usage: goalrun __relay [LISTEN=SOCKET …]
+
+Internal: the egress relay goalrun starts inside an egress sandbox. Each
+LISTEN is a loopback ip:port inside the container, each SOCKET the absolute
+path of a goalrun proxy socket, e.g.
+  goalrun __relay 127.0.0.1:3128=/goalrun/egress/proxy.sock
+With no mappings it waits for SIGTERM. It exits 0 on SIGTERM/SIGINT.
+`
+
+// relayCmd runs the relay until ctx ends (SIGTERM/SIGINT) and returns 0 then;
+// a bad mapping exits 2 naming it, a relay failure (a port in use) exits 3.
+func relayCmd(ctx context.Context, args []string, _ lookupEnv, stdout, stderr io.Writer) int {
+	mappings := make([]egress.Mapping, 0, len(args))
+	for _, a := range args {
+		switch a {
+		case "-h", "--help", "help":
+			fmt.Fprint(stdout, relayUsage)
+			return exitMet
+		}
+		m, err := egress.ParseMapping(a)
+		if err != nil {
+			fmt.Fprintf(stderr, "goalrun %s: %v\n\n%s", relayCommand, err, relayUsage)
+			return exitBadInput
+		}
+		mappings = append(mappings, m)
+	}
+	if err := egress.Relay(ctx, mappings, stderr); err != nil {
+		fmt.Fprintf(stderr, "goalrun %s: %v\n", relayCommand, err)
+		return exitRunFailed
+	}
+	return exitMet
 }
