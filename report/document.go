@@ -54,6 +54,11 @@ const (
 // Document is one goalrun/1 document in any of its three shapes. Which keys
 // appear is decided by the constructors (Finish, StartupError) and the
 // encoder; a zero Document is not valid on its own.
+//
+// Presence rule of the list-valued keys (suggestions, iterations,
+// models_served, ungrounded_claims, elided): a nil slice is left out, a
+// non-nil one is written, even empty ("[]" says "none", absence says "not
+// known" or "not part of this shape").
 type Document struct {
 	Schema     string `json:"schema"`
 	Status     string `json:"status"`
@@ -65,23 +70,23 @@ type Document struct {
 	// Failure and startup-error shapes only.
 	Error       string   `json:"error,omitempty"`
 	Message     string   `json:"message,omitempty"`
-	Suggestions []string `json:"suggestions,omitempty"`
+	Suggestions []string `json:"suggestions,omitzero"`
 	Failure     *Failure `json:"failure,omitempty"`
 	Reason      string   `json:"reason,omitempty"`
 
 	// Result and failure shapes.
 	Goal              *Goal            `json:"goal,omitempty"`
-	Iterations        []Iteration      `json:"iterations,omitempty"`
+	Iterations        []Iteration      `json:"iterations,omitzero"`
 	IterationsOmitted *int             `json:"iterations_omitted,omitempty"`
 	Turns             *int             `json:"turns,omitempty"`
 	TurnsCompleted    *int             `json:"turns_completed,omitempty"`
 	Delegations       *int             `json:"delegations,omitempty"`
 	Agent             *AgentInfo       `json:"agent,omitempty"`
 	ModelUsed         string           `json:"model_used,omitempty"`
-	ModelsServed      []ModelServed    `json:"models_served,omitempty"`
+	ModelsServed      []ModelServed    `json:"models_served,omitzero"`
 	Usage             *Usage           `json:"usage,omitempty"`
 	Receipts          *Receipts        `json:"receipts,omitempty"`
-	UngroundedClaims  []Claim          `json:"ungrounded_claims,omitempty"`
+	UngroundedClaims  []Claim          `json:"ungrounded_claims,omitzero"`
 	Judge             *Judge           `json:"judge,omitempty"`
 	Changes           *Changes         `json:"changes,omitempty"`
 	Sandbox           *sandbox.Posture `json:"sandbox,omitempty"`
@@ -89,7 +94,7 @@ type Document struct {
 
 	// Elided lists the optional detail the encoder dropped to fit
 	// DocumentBytes, in the order it dropped it.
-	Elided []string `json:"elided,omitempty"`
+	Elided []string `json:"elided,omitzero"`
 }
 
 // Goal is the verdict.
@@ -133,6 +138,10 @@ type CheckResult struct {
 	Tail      string `json:"tail"`
 	TimedOut  bool   `json:"timed_out,omitempty"`
 	OOMKilled bool   `json:"oom_killed,omitempty"`
+	// OutputBytes is the length in bytes of the check's whole output, of
+	// which Tail is the end (0: Tail is all of it). Finish uses it for the
+	// numbers of Tail's truncation marker; additive.
+	OutputBytes int64 `json:"output_bytes,omitempty"`
 }
 
 // AgentInfo identifies the agent.
@@ -199,8 +208,12 @@ type Changes struct {
 }
 
 // Failure carries the cause of a failure shape and cause-specific fields.
+// It marshals flat: {"cause": "exit_status", "exit_code": 2, …} (see
+// failure.go).
 type Failure struct {
-	Cause string `json:"cause"`
-	// Detail holds cause-specific fields (exit_code, iteration, …).
-	Detail map[string]any `json:"detail,omitempty"`
+	Cause string
+	// Detail holds the cause-specific fields (exit_code, iteration, …),
+	// written beside "cause" at the same level, keys sorted. A "cause" key in
+	// Detail is ignored.
+	Detail map[string]any
 }

@@ -1,0 +1,200 @@
+package report
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFinishGolden builds every shape from a realistic Run, validates it and
+// compares it with testdata/golden/<name>.json; it also checks the one
+// terminal event agrees with the document.
+func TestFinishGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		run            Run
+		wantStatus     string
+		wantConclusion string
+		wantEvent      string
+	}{
+		{"result-success", passedRun(), StatusSuccess, ConclusionSuccess, EventCompleted},
+		{"result-not-met", notMetRun(), StatusSuccess, ConclusionFailure, EventCompleted},
+		{"failure-agent-failed", agentFailedRun(), StatusError, ConclusionFailure, EventFailed},
+		{"failure-auth-required", authRun(), StatusAuthRequired, ConclusionActionRequired, EventFailed},
+		{"failure-cancelled", cancelledRun(), StatusCancelled, ConclusionCancelled, EventFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			e := NewEmitter(rec, NewRedactor(), fakeClock(time.Second))
+			d := Finish(tc.run, e)
+			if d.Status != tc.wantStatus || d.Conclusion != tc.wantConclusion {
+				t.Fatalf("status/conclusion = %s/%s, want %s/%s", d.Status, d.Conclusion, tc.wantStatus, tc.wantConclusion)
+			}
+			doc := Encode(d)
+			validate(t, doc)
+			golden(t, "golden/"+tc.name+".json", indent(t, doc))
+
+			terms := rec.terminals()
+			if len(terms) != 1 {
+				t.Fatalf("terminal events = %d, want exactly 1", len(terms))
+			}
+			ev := terms[0]
+			if ev.Type != tc.wantEvent || ev.Phase != PhaseRun {
+				t.Errorf("terminal event = %s/%s, want %s/run", ev.Type, ev.Phase, tc.wantEvent)
+			}
+			m := decode(t, doc)
+			if ev.Data["status"] != m["status"] || ev.Data["conclusion"] != m["conclusion"] {
+				t.Errorf("event says %v/%v, document says %v/%v", ev.Data["status"], ev.Data["conclusion"], m["status"], m["conclusion"])
+			}
+			if ev.Data["turns"] != int(m["turns"].(float64)) || ev.Data["elapsed_seconds"] != m["elapsed_seconds"] {
+				t.Errorf("event turns/elapsed %v/%v, document %v/%v", ev.Data["turns"], ev.Data["elapsed_seconds"], m["turns"], m["elapsed_seconds"])
+			}
+			if tc.wantEvent == EventFailed {
+				if ev.Data["error"] != m["error"] {
+					t.Errorf("event error %v, document %v", ev.Data["error"], m["error"])
+				}
+				f, _ := ev.Data["failure"].(map[string]any)
+				if f["cause"] != m["failure"].(map[string]any)["cause"] {
+					t.Errorf("event failure %v, document %v", f, m["failure"])
+				}
+				if _, ok := m["summary"]; ok {
+					t.Error("a failure shape carries summary")
+				}
+			} else if _, ok := m["error"]; ok {
+				t.Error("the result shape carries error")
+			}
+			// A second Finish on the same emitter emits nothing more.
+			Finish(tc.run, e)
+			if n := len(rec.terminals()); n != 1 {
+				t.Errorf("after a second Finish: %d terminal events, want 1", n)
+			}
+		})
+	}
+}
+
+// TestStartupErrorGolden checks the startup-error shape.
+func TestStartupErrorGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		code, msg   string
+		suggestions []string
+	}{
+		{"startup-bad-flag", ErrBadInput, `--max-iterations: "five" is not a whole number`, []string{"Give --max-iterations a whole number such as 5."}},
+		{"startup-no-docker", ErrSandboxUnavailable, "no Docker Engine answered at unix:///var/run/docker.sock (dial: no such file or directory)", nil},
+		{"startup-check-not-runnable", ErrCheckNotRunnable, "the check exited 127 at iteration 0: sh: 1: no-such-cmd: not found", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := StartupError(tc.code, tc.msg, tc.suggestions...)
+			doc := Encode(d)
+			validate(t, doc)
+			golden(t, "golden/"+tc.name+".json", indent(t, doc))
+			m := decode(t, doc)
+			for _, k := range []string{"sandbox", "summary", "goal", "failure", "receipts"} {
+				if _, ok := m[k]; ok {
+					t.Errorf("startup error carries %q", k)
+				}
+			}
+			if len(m["suggestions"].([]any)) == 0 {
+				t.Error("no suggestions")
+			}
+		})
+	}
+}
+
+// TestFailStartupEmitsOneTerminal checks FailStartup's event and redaction.
+func TestFailStartupEmitsOneTerminal(t *testing.T) {
+	rec := &recorder{}
+	e := NewEmitter(rec, NewRedactor("hunter2-secret"), fakeClock(time.Second))
+	d := FailStartup(e, ErrBadInput, "config: token hunter2-secret is not a flag")
+	validate(t, Encode(d))
+	if strings.Contains(d.Message, "hunter2") {
+		t.Errorf("message not redacted: %q", d.Message)
+	}
+	terms := rec.terminals()
+	if len(terms) != 1 || terms[0].Type != EventFailed || terms[0].Data["error"] != ErrBadInput {
+		t.Fatalf("terminal events = %+v", terms)
+	}
+	Finish(passedRun(), e)
+	if len(rec.terminals()) != 1 {
+		t.Error("Finish after FailStartup emitted a second terminal event")
+	}
+}
+
+// TestConclusion is the conclusion table of run-document.md.
+func TestConclusion(t *testing.T) {
+	halt := func(h string) *string { return &h }
+	for _, tc := range []struct {
+		name           string
+		status         string
+		goal           *Goal
+		changes        *Changes
+		allowTestEdits bool
+		want           string
+	}{
+		{"passed and grounded", StatusSuccess, &Goal{Passed: true, Grounded: true}, nil, false, ConclusionSuccess},
+		{"passed not grounded (judge)", StatusSuccess, &Goal{Passed: true}, nil, false, ConclusionNeutral},
+		{"passed grounded but check modified", StatusSuccess, &Goal{Passed: true, Grounded: true}, &Changes{CheckModified: true}, false, ConclusionNeutral},
+		{"check modified with test edits allowed", StatusSuccess, &Goal{Passed: true, Grounded: true}, &Changes{CheckModified: true}, true, ConclusionSuccess},
+		{"ungrounded stays neutral with test edits allowed", StatusSuccess, &Goal{Passed: true}, &Changes{CheckModified: true}, true, ConclusionNeutral},
+		{"not passed max_iterations", StatusSuccess, &Goal{Grounded: true, Halt: halt(HaltMaxIterations)}, nil, false, ConclusionFailure},
+		{"not passed no_progress", StatusSuccess, &Goal{Halt: halt(HaltNoProgress)}, nil, false, ConclusionFailure},
+		{"not passed budget", StatusSuccess, &Goal{Halt: halt(HaltBudget)}, nil, false, ConclusionFailure},
+		{"timeout", StatusSuccess, &Goal{Halt: halt(HaltTimeout)}, nil, false, ConclusionTimedOut},
+		{"error", StatusError, &Goal{Passed: true, Grounded: true}, nil, false, ConclusionFailure},
+		{"cancelled", StatusCancelled, &Goal{}, nil, false, ConclusionCancelled},
+		{"auth_required", StatusAuthRequired, &Goal{}, nil, false, ConclusionActionRequired},
+		{"no goal", StatusSuccess, nil, nil, false, ConclusionFailure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Conclusion(tc.status, tc.goal, tc.changes, tc.allowTestEdits); got != tc.want {
+				t.Errorf("Conclusion = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFinishStatus checks how a Run's facts pick the shape, and that every
+// document validates.
+func TestFinishStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		mutate         func(*Run)
+		wantStatus     string
+		wantConclusion string
+		wantHalt       string // "" = null
+		wantError      string
+	}{
+		{"passed", func(r *Run) {}, StatusSuccess, ConclusionSuccess, "", ""},
+		{"passed clears a stray halt", func(r *Run) { r.Halt = HaltMaxIterations }, StatusSuccess, ConclusionSuccess, "", ""},
+		{"already passing, agent never ran", func(r *Run) { r.IterationsTaken = 0; r.Iterations = r.Iterations[2:] }, StatusSuccess, ConclusionSuccess, "", ""},
+		{"judge pass is neutral", func(r *Run) {
+			r.Grounded = false
+			r.Judge = &Judge{Met: true, Reason: "the README now documents --foo", By: "agent"}
+		}, StatusSuccess, ConclusionNeutral, "", ""},
+		{"tampered check is neutral", func(r *Run) { r.Changes.CheckModified = true; r.Changes.RiskyPaths = []string{"calc/sum_test.go"} }, StatusSuccess, ConclusionNeutral, "", ""},
+		{"tampered check allowed", func(r *Run) { r.Changes.CheckModified = true; r.AllowTestEdits = true }, StatusSuccess, ConclusionSuccess, "", ""},
+		{"timeout", func(r *Run) { r.Passed = false; r.Halt = HaltTimeout }, StatusSuccess, ConclusionTimedOut, HaltTimeout, ""},
+		{"halt interrupted means cancelled", func(r *Run) { r.Passed = false; r.Halt = HaltInterrupted }, StatusCancelled, ConclusionCancelled, HaltInterrupted, ErrCancelled},
+		{"cancelled wins over an error", func(r *Run) { r.Passed = false; r.Cancelled = true; r.Error = ErrAgentFailed }, StatusCancelled, ConclusionCancelled, HaltInterrupted, ErrCancelled},
+		{"auth reason means auth_required", func(r *Run) { r.Passed = false; r.AuthReason = AuthMissingKey }, StatusAuthRequired, ConclusionActionRequired, HaltAuthRequired, ErrAuthRequired},
+		{"sandbox failed", func(r *Run) { r.Passed = false; r.Error = ErrSandboxFailed; r.Sandbox = nil }, StatusError, ConclusionFailure, "", ErrSandboxFailed},
+		{"local fallback", func(r *Run) { r.Sandbox = localPosture() }, StatusSuccess, ConclusionSuccess, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := passedRun()
+			tc.mutate(&run)
+			d := Finish(run, nil)
+			validate(t, Encode(d))
+			if d.Status != tc.wantStatus || d.Conclusion != tc.wantConclusion || d.Error != tc.wantError {
+				t.Fatalf("status/conclusion/error = %s/%s/%s, want %s/%s/%s", d.Status, d.Conclusion, d.Error, tc.wantStatus, tc.wantConclusion, tc.wantError)
+			}
+			got := ""
+			if d.Goal.Halt != nil {
+				got = *d.Goal.Halt
+			}
+			if got != tc.wantHalt {
+				t.Errorf("halt = %q, want %q", got, tc.wantHalt)
+			}
+		})
+	}
+}
