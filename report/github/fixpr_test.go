@@ -1,0 +1,246 @@
+package github
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/report/github/githubtest"
+)
+
+var baseFiles = map[string]githubtest.File{
+	"go.mod":                   {Content: []byte("module example.com/demo\n\ngo 1.22\n")},
+	"calc/sum.go":              {Content: []byte("package calc\n\nfunc Sum(a, b int) int { return a + b - 1 }\n")},
+	"calc/sum_test.go":         {Content: []byte("package calc\n")},
+	"scripts/check.sh":         {Content: []byte("#!/bin/sh\ngo test ./...\n"), Mode: githubtest.ModeExecutable},
+	"docs/old.md":              {Content: []byte("obsolete\n")},
+	".github/workflows/ci.yml": {Content: []byte("on: push\n")},
+	".gitignore":               {Content: []byte("# build output\n/bin/\n*.log\ncoverage/\n")},
+}
+
+// checkout writes files into a new directory, as actions/checkout would.
+func checkout(t *testing.T, files map[string]githubtest.File) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, f := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o644)
+		if f.Mode == githubtest.ModeExecutable {
+			mode = 0o755
+		}
+		if err := os.WriteFile(full, f.Content, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A .git directory with a hostile config: never read, never committed.
+	if err := os.MkdirAll(filepath.Join(dir, ".git", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(dir, ".git", "config"), []byte("[core]\n\tfsmonitor = touch /tmp/pwned\n"), 0o644)
+	return dir
+}
+
+func write(t *testing.T, dir, p, content string) {
+	t.Helper()
+	full := filepath.Join(dir, filepath.FromSlash(p))
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newFixPR(s *githubtest.Server, ws, base string) *FixPR {
+	return &FixPR{Client: s.Client("t"), Owner: "octo-org", Repo: "demo", Workspace: ws, BaseSHA: base,
+		BaseBranch: "main", Branch: "goalrun/" + Slug("goalrun (calc)"), Title: "goalrun: make go test pass",
+		Retry: noWait, Render: func(d report.Document) string { return "REPORT " + d.Conclusion }}
+}
+
+func TestFixPRTwiceOpensOneAndUpdatesIt(t *testing.T) {
+	ctx := context.Background()
+	s := githubtest.NewServer(t, "octo-org/demo")
+	base := s.Seed("main", baseFiles, "base")
+	ws := checkout(t, baseFiles)
+
+	// The agent's work: a fix, a new file, a deletion, a workflow edit, an
+	// ignored build artifact, a symlink to a host file, an executable bit.
+	write(t, ws, "calc/sum.go", "package calc\n\nfunc Sum(a, b int) int { return a + b }\n")
+	write(t, ws, "calc/neg.go", "package calc\n")
+	if err := os.Remove(filepath.Join(ws, "docs", "old.md")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, ".github/workflows/ci.yml", "on: [push, pull_request]\n")
+	write(t, ws, "bin/demo", "ELF")
+	write(t, ws, "test.log", "log")
+	if err := os.Symlink("/etc/passwd", filepath.Join(ws, "passwd")); err != nil {
+		t.Fatal(err)
+	}
+
+	p := newFixPR(s, ws, base)
+	if err := p.Publish(ctx, passedDoc()); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Created || p.Number == 0 || p.URL == "" || p.Skipped != "" {
+		t.Fatalf("first run: %+v", p)
+	}
+	if p.Branch != "goalrun/goalrun-calc" {
+		t.Errorf("branch = %q", p.Branch)
+	}
+	head := s.Ref("heads/goalrun/goalrun-calc")
+	files := s.Files(head)
+	if got := string(files["calc/sum.go"].Content); !strings.Contains(got, "return a + b }") {
+		t.Errorf("calc/sum.go = %q", got)
+	}
+	if _, ok := files["calc/neg.go"]; !ok {
+		t.Error("new file calc/neg.go not committed")
+	}
+	if _, ok := files["docs/old.md"]; ok {
+		t.Error("deleted docs/old.md still in the commit")
+	}
+	if got := string(files[".github/workflows/ci.yml"].Content); got != "on: push\n" {
+		t.Errorf("workflow file was pushed: %q", got)
+	}
+	for _, p := range []string{"bin/demo", "test.log", "passwd", ".git/config"} {
+		if _, ok := files[p]; ok {
+			t.Errorf("%s was committed", p)
+		}
+	}
+	if files["scripts/check.sh"].Mode != githubtest.ModeExecutable {
+		t.Errorf("executable bit lost: %q", files["scripts/check.sh"].Mode)
+	}
+	if parents := s.CommitParents(head); len(parents) != 1 || parents[0] != base {
+		t.Errorf("parents = %v, want [%s]", parents, base)
+	}
+	if strings.Join(p.WorkflowChanges, ",") != ".github/workflows/ci.yml" {
+		t.Errorf("WorkflowChanges = %v", p.WorkflowChanges)
+	}
+	if len(p.Unreadable) != 1 || !strings.HasPrefix(p.Unreadable[0], "passwd") {
+		t.Errorf("Unreadable = %v", p.Unreadable)
+	}
+	pulls := s.Pulls()
+	if len(pulls) != 1 || pulls[0].Head != "goalrun/goalrun-calc" || pulls[0].Base != "main" {
+		t.Fatalf("pulls = %+v", pulls)
+	}
+	if b := pulls[0].Body; !strings.Contains(b, "REPORT success") || !strings.Contains(b, "`.github/workflows/ci.yml`") {
+		t.Errorf("body = %q", b)
+	}
+
+	// The next night: the same failure, a slightly different fix.
+	write(t, ws, "calc/sum.go", "package calc\n\n// Sum adds.\nfunc Sum(a, b int) int { return a + b }\n")
+	p2 := newFixPR(s, ws, base)
+	if err := p2.Publish(ctx, passedDoc()); err != nil {
+		t.Fatal(err)
+	}
+	if p2.Created || p2.Number != p.Number {
+		t.Errorf("second run: created %v number %d, want an update of #%d", p2.Created, p2.Number, p.Number)
+	}
+	if pulls := s.Pulls(); len(pulls) != 1 || pulls[0].Edits != 1 {
+		t.Errorf("pulls after the second run = %+v", pulls)
+	}
+	head2 := s.Ref("heads/goalrun/goalrun-calc")
+	if head2 == head || !strings.Contains(string(s.Files(head2)["calc/sum.go"].Content), "// Sum adds.") {
+		t.Errorf("branch not moved to the new fix")
+	}
+	for _, r := range s.Requests() {
+		if r.Status >= 400 && r.Operation != "git/get-ref" {
+			t.Errorf("%s answered %d: %s", r.Operation, r.Status, r.Body)
+		}
+	}
+}
+
+func TestFixPRSkips(t *testing.T) {
+	ctx := context.Background()
+	s := githubtest.NewServer(t, "octo-org/demo")
+	base := s.Seed("main", baseFiles, "base")
+	ungrounded := passedDoc()
+	ungrounded.Goal.Grounded = false
+	tampered := passedDoc()
+	tampered.Changes.CheckModified = true
+	unchanged := passedDoc()
+	unchanged.Changes.FilesChanged = 0
+	for _, tc := range []struct {
+		name   string
+		doc    report.Document
+		edit   func(ws string)
+		reason string
+	}{
+		{"not met", failedDoc(), nil, "not met"},
+		{"ungrounded", ungrounded, nil, "not grounded"},
+		{"check modified", tampered, nil, "check's own files"},
+		{"document says unchanged", unchanged, nil, "did not change"},
+		{"workspace identical", passedDoc(), func(string) {}, "did not change"},
+		{"only workflows changed", passedDoc(), func(ws string) { write(t, ws, ".github/workflows/new.yml", "on: push\n") }, "only files under .github/workflows/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := checkout(t, baseFiles)
+			if tc.edit != nil {
+				tc.edit(ws)
+			}
+			p := newFixPR(s, ws, base)
+			if err := p.Publish(ctx, tc.doc); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(p.Skipped, tc.reason) || p.URL != "" {
+				t.Errorf("Skipped = %q, URL %q; want a skip saying %q", p.Skipped, p.URL, tc.reason)
+			}
+		})
+	}
+	if n := len(s.Pulls()); n != 0 {
+		t.Errorf("%d pull requests opened", n)
+	}
+	if s.Ref("heads/goalrun/goalrun-calc") != "" {
+		t.Error("a branch was pushed")
+	}
+}
+
+func TestFixPRForbidden(t *testing.T) {
+	s := githubtest.NewServer(t, "octo-org/demo")
+	base := s.Seed("main", baseFiles, "base")
+	ws := checkout(t, baseFiles)
+	write(t, ws, "calc/sum.go", "fixed\n")
+	s.Fail("git/create-blob", githubtest.Forbidden())
+	err := newFixPR(s, ws, base).Publish(context.Background(), passedDoc())
+	if !IsPermission(err) || !strings.Contains(err.Error(), "contents: write") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestSlug(t *testing.T) {
+	for in, want := range map[string]string{
+		"goalrun (calc)":         "goalrun-calc",
+		"Nightly: web/API ✓":     "nightly-web-api",
+		"---":                    "fix",
+		"":                       "fix",
+		strings.Repeat("a", 100): strings.Repeat("a", 60),
+	} {
+		if got := Slug(in); got != want {
+			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestIgnoreRules(t *testing.T) {
+	r := ignoreRules{"/bin/", "*.log", "coverage/", "node_modules", "docs/*.tmp"}
+	for name, want := range map[string]bool{
+		"bin/demo":              true,
+		"cmd/bin/x":             false, // anchored
+		"a/b/test.log":          true,
+		"coverage/index.html":   true,
+		"coverage":              false, // dir-only rule, and this is a file
+		"web/node_modules/x.js": true,
+		"docs/a.tmp":            true,
+		"docs/sub/a.tmp":        false,
+		"calc/sum.go":           false,
+	} {
+		if got := r.match(name); got != want {
+			t.Errorf("match(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package github
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTriggerDecide(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		action            string
+		body              string
+		login, userType   string
+		association       string
+		bots              []string
+		triggered, allows bool
+		prompt            string
+		reason            string // substring of the reason
+	}{
+		{name: "member", body: "/goalrun make the tests pass", login: "max", userType: "User", association: "MEMBER", triggered: true, allows: true, prompt: "make the tests pass"},
+		{name: "owner, phrase later in the comment", body: "LGTM.\n\n  /goalrun fix lint\nand keep it small", login: "o", userType: "User", association: "OWNER", triggered: true, allows: true, prompt: "fix lint\nand keep it small"},
+		{name: "collaborator, phrase alone", body: "/goalrun", login: "c", userType: "User", association: "COLLABORATOR", triggered: true, allows: true, prompt: ""},
+		{name: "contributor refused", body: "/goalrun do it", login: "jane", userType: "User", association: "CONTRIBUTOR", triggered: true, reason: "does not have write access"},
+		{name: "none refused", body: "/goalrun do it", login: "x", userType: "User", association: "NONE", triggered: true, reason: "author association none"},
+		{name: "first-time contributor refused", body: "/goalrun do it", login: "x", userType: "User", association: "FIRST_TIME_CONTRIBUTOR", triggered: true, reason: "write access"},
+		{name: "allowed bot", body: "/goalrun bump", login: "renovate[bot]", userType: "Bot", association: "NONE", bots: []string{"dependabot", "renovate"}, triggered: true, allows: true, prompt: "bump"},
+		{name: "bot not listed", body: "/goalrun bump", login: "evil[bot]", userType: "Bot", association: "NONE", bots: []string{"renovate"}, triggered: true, reason: "not listed in allowed-bots"},
+		{name: "bot with member association still needs the list", body: "/goalrun x", login: "github-actions[bot]", userType: "Bot", association: "MEMBER", triggered: true, reason: "allowed-bots"},
+		{name: "no phrase", body: "please run goalrun", login: "m", userType: "User", association: "MEMBER", reason: "does not start a line"},
+		{name: "phrase mid-line", body: "try /goalrun fix", login: "m", userType: "User", association: "MEMBER", reason: "does not start a line"},
+		{name: "longer word", body: "/goalrunner fix", login: "m", userType: "User", association: "MEMBER", reason: "does not start a line"},
+		{name: "quoted", body: "> /goalrun fix\nno thanks", login: "m", userType: "User", association: "MEMBER", reason: "does not start a line"},
+		{name: "in a code fence", body: "```\n/goalrun fix\n```", login: "m", userType: "User", association: "MEMBER", reason: "does not start a line"},
+		{name: "edited", action: "edited", body: "/goalrun fix", login: "m", userType: "User", association: "MEMBER", reason: "edited"},
+		{name: "CRLF", body: "/goalrun fix it\r\nnow", login: "m", userType: "User", association: "MEMBER", triggered: true, allows: true, prompt: "fix it\nnow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			action := tc.action
+			if action == "" {
+				action = "created"
+			}
+			ev := &Event{Name: EventIssueComment, Action: action, Comment: &CommentInfo{Body: tc.body, Login: tc.login, UserType: tc.userType, AuthorAssociation: tc.association}}
+			d := Trigger{AllowedBots: tc.bots}.Decide(ev)
+			if d.Triggered != tc.triggered || d.Allowed != tc.allows {
+				t.Fatalf("decision = %+v; want triggered %v allowed %v", d, tc.triggered, tc.allows)
+			}
+			if tc.allows && d.Prompt != tc.prompt {
+				t.Errorf("prompt = %q, want %q", d.Prompt, tc.prompt)
+			}
+			if tc.reason != "" && !strings.Contains(d.Reason, tc.reason) {
+				t.Errorf("reason = %q, want it to contain %q", d.Reason, tc.reason)
+			}
+		})
+	}
+	if d := (Trigger{Phrase: "@bot run"}).Decide(&Event{Comment: &CommentInfo{Body: "@bot run it", AuthorAssociation: "OWNER"}}); !d.Allowed || d.Prompt != "it" {
+		t.Errorf("custom phrase: %+v", d)
+	}
+	if d := (Trigger{}).Decide(&Event{Name: EventPullRequest}); d.Triggered {
+		t.Errorf("no comment: %+v", d)
+	}
+	msg := RefusalMessage(Decision{Reason: "@jane does not have write access"}, "jane")
+	if !strings.Contains(msg, "@jane") || !strings.Contains(msg, "did not start") {
+		t.Errorf("refusal = %q", msg)
+	}
+}
