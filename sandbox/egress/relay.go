@@ -91,7 +91,7 @@ func ListenRelay(mappings []Mapping) (*Relayer, error) {
 		if err := m.check(); err != nil {
 			return nil, err
 		}
-		if seen[m.Listen] {
+		if ap, _ := netip.ParseAddrPort(m.Listen); ap.Port() != 0 && seen[m.Listen] {
 			return nil, fmt.Errorf("relay mapping %q: %s is mapped twice", m.String(), m.Listen)
 		}
 		seen[m.Listen] = true
