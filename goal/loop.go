@@ -1,0 +1,820 @@
+// Package goal is goalrun's loop: check → agent turn → check … until the
+// check passes or a halt (architecture.md, "Data flow"). It owns time
+// (iteration and wall-clock limits, cancellation), runs every step in a
+// sandbox.Sandbox, feeds the agent's stdout through its adapter's parser,
+// turns what it learns into progress events and receipts, and returns an
+// Outcome value. It never formats output.
+package goal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/sandbox"
+)
+
+// Defaults of Config's zero values.
+const (
+	// DefaultMaxIterations bounds agent turns (architecture.md: 5).
+	DefaultMaxIterations = 5
+	// DefaultResultGrace is how long an agent process may keep running after
+	// its terminal event before the loop kills it: 5 seconds.
+	DefaultResultGrace = 5 * time.Second
+	// finishGrace bounds the work done after an interruption (changes),
+	// so the whole shutdown stays within the 5 seconds architecture.md allows.
+	finishGrace = time.Second
+	// finishTimeout bounds the work done after a normal end.
+	finishTimeout = 2 * time.Minute
+	// pendingCallsMax bounds the tool calls awaiting their results in one
+	// turn; calls beyond it are counted at once as failed receipts.
+	pendingCallsMax = 4096
+)
+
+// Config is one run of the loop. Sandbox, Adapter and Check (or Judge) are
+// required; everything else has a default.
+type Config struct {
+	// Sandbox runs every step; the loop never closes it.
+	Sandbox sandbox.Sandbox
+	// Adapter builds the agent's command and parses its stdout.
+	Adapter agent.Adapter
+	// Task is the user's prompt.
+	Task string
+	// Check is the --until command, run with sh -c as a check step; ""
+	// means judge-only mode (Judge required).
+	Check string
+	// InferUntil is the --infer-until text the judge decides against.
+	InferUntil string
+	// AgentBin, Model, AgentArgs and MaxTurns go into every agent.Turn.
+	AgentBin  string
+	Model     string
+	AgentArgs []string
+	MaxTurns  int
+	// MaxIterations bounds agent turns (0 = DefaultMaxIterations).
+	MaxIterations int
+	// Timeout bounds the whole run's wall clock (0 = none); StepTimeout one
+	// agent turn or one check (0 = none).
+	Timeout, StepTimeout time.Duration
+	// ResultGrace is how long an agent process may run on after its
+	// terminal event (0 = DefaultResultGrace).
+	ResultGrace time.Duration
+	// Events receives progress events (nil discards them).
+	Events Events
+	// Receipts collects the tool calls (nil: the loop makes its own).
+	Receipts *report.Rollup
+	// Now is the clock (nil = time.Now); durations in the outcome and
+	// events are measured with it.
+	Now func() time.Time
+
+	// Grounding seams (nil = off); see hooks.go.
+	Judge    Judge
+	Tracker  Tracker
+	Evidence Evidence
+	Halter   Halter
+}
+
+// ErrBadConfig is wrapped by Run's error when Config cannot describe a run.
+var ErrBadConfig = errors.New("goal: bad loop configuration")
+
+// Run runs the loop until the goal passes or a halt, and returns how it
+// ended. ctx ending (SIGINT/SIGTERM) stops the running step and ends the run
+// as interrupted. The returned error is non-nil only for a Config that
+// cannot run (wrapping ErrBadConfig); every other ending, the machinery's
+// failures included, is an Outcome.
+func Run(ctx context.Context, cfg Config) (Outcome, error) {
+	if cfg.Sandbox == nil || cfg.Adapter == nil {
+		return Outcome{}, fmt.Errorf("%w: a sandbox and an agent adapter are required", ErrBadConfig)
+	}
+	if cfg.Check == "" && cfg.Judge == nil {
+		return Outcome{}, fmt.Errorf("%w: neither a check (--until) nor a judge (--infer-until)", ErrBadConfig)
+	}
+	if cfg.MaxIterations < 0 {
+		return Outcome{}, fmt.Errorf("%w: max iterations %d < 0", ErrBadConfig, cfg.MaxIterations)
+	}
+	l := newLoop(cfg)
+	l.run(ctx)
+	return l.finish(ctx), nil
+}
+
+// loop is one run's state.
+type loop struct {
+	cfg    Config
+	now    func() time.Time
+	events Events
+
+	out      Outcome
+	started  time.Time
+	lastText string // the agent's last prose, a fallback summary
+	lastRun  *CheckRun
+	halted   bool
+	state    string // the Tracker's latest fingerprint
+
+	mu       sync.Mutex // guards what the parser's emit callback touches
+	seq      int
+	pending  map[string]pendingCall
+	models   map[string]bool
+	usage    usageBook
+	turnHalt struct{ halt, reason string } // a budget halt raised mid-turn
+}
+
+type pendingCall struct {
+	seq   int
+	tool  string
+	brief string
+	via   string
+	paths []string
+}
+
+func newLoop(cfg Config) *loop {
+	if cfg.MaxIterations == 0 {
+		cfg.MaxIterations = DefaultMaxIterations
+	}
+	if cfg.ResultGrace <= 0 {
+		cfg.ResultGrace = DefaultResultGrace
+	}
+	if cfg.Receipts == nil {
+		cfg.Receipts = report.NewRollup()
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	events := cfg.Events
+	if events == nil {
+		events = discardEvents{}
+	}
+	goalText := cfg.Check
+	if goalText == "" {
+		goalText = cfg.InferUntil
+	}
+	return &loop{
+		cfg:    cfg,
+		now:    now,
+		events: events,
+		out: Outcome{
+			Check:      cfg.Check,
+			Goal:       goalText,
+			AgentName:  cfg.Adapter.Name(),
+			Iterations: &report.IterationLog{},
+			Receipts:   cfg.Receipts,
+		},
+		models:  map[string]bool{},
+		pending: map[string]pendingCall{},
+		usage:   newUsageBook(),
+	}
+}
+
+type discardEvents struct{}
+
+func (discardEvents) Emit(string, string, string, map[string]any) {}
+
+// errRunTimeout is the cause of the run context when --timeout expires.
+var errRunTimeout = errors.New("the run's time budget (--timeout) ran out")
+
+// run is the loop proper; it leaves its verdict in l.out.
+func (l *loop) run(parent context.Context) {
+	l.started = l.now()
+	l.out.Started = l.started
+	ctx := parent
+	if l.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(parent, l.cfg.Timeout, errRunTimeout)
+		defer cancel()
+	}
+
+	if l.cfg.Check != "" {
+		cr, err := l.runCheck(ctx, 0)
+		l.out.Iterations.Add(report.Iteration{N: 0, Check: checkResult(cr)})
+		switch {
+		case l.stopped(parent, ctx, "the first check"):
+			return
+		case err != nil && errors.Is(err, sandbox.ErrNotStarted), err == nil && (cr.ExitCode == 126 || cr.ExitCode == 127):
+			l.checkNotRunnable(cr, err)
+			return
+		case err != nil:
+			l.fail(report.ErrSandboxFailed, "sandbox_failed", fmt.Sprintf("The sandbox failed while running the first check: %v", err), nil,
+				"Check that the sandbox can run commands in the workspace, then run goalrun again.")
+			return
+		}
+		l.evaluate(0, cr, nil)
+		if cr.Passed {
+			l.out.Passed, l.out.Grounded = true, true
+			l.out.Summary = "The check already passed before any agent turn; the agent was not started."
+			return
+		}
+	}
+
+	if l.cfg.Tracker != nil {
+		if err := l.cfg.Tracker.Baseline(ctx); err != nil {
+			if l.stopped(parent, ctx, "the workspace snapshot") {
+				return
+			}
+			l.fail(report.ErrSandboxFailed, "snapshot_failed", fmt.Sprintf("Could not snapshot the workspace before the first agent turn: %v", err), nil,
+				"Check that the workspace is readable, then run goalrun again.")
+			return
+		}
+	}
+
+	for i := 1; i <= l.cfg.MaxIterations; i++ {
+		if l.stopped(parent, ctx, fmt.Sprintf("before agent turn %d", i)) {
+			return
+		}
+		if done := l.iteration(parent, ctx, i); done {
+			return
+		}
+	}
+	l.halt(report.HaltMaxIterations, fmt.Sprintf("The goal was not met after %d agent turns (--max-iterations).", l.cfg.MaxIterations))
+}
+
+// iteration runs agent turn i, the check and the judge; it returns true when
+// the run is over (passed, halted or failed).
+func (l *loop) iteration(parent, ctx context.Context, i int) bool {
+	it := report.Iteration{N: i}
+	step, tr, err := l.agentTurn(ctx, i)
+	l.out.AgentTurns = i
+	it.Agent = &report.AgentStep{Status: tr.Status, Cause: tr.Cause, Turns: tr.Turns, Seconds: seconds(step.duration)}
+	record := func() { l.out.Iterations.Add(it) }
+
+	switch {
+	case l.stopped(parent, ctx, fmt.Sprintf("agent turn %d", i)):
+		record()
+		return true
+	case err != nil && errors.Is(err, sandbox.ErrNotStarted):
+		record()
+		l.fail(report.ErrAgentNotFound, "agent_not_started",
+			fmt.Sprintf("The %s agent could not be started in the sandbox: %v", l.cfg.Adapter.Name(), err),
+			map[string]any{"iteration": i},
+			"Install the agent in the sandbox or name its executable with --agent-bin.")
+		l.out.Halt, l.out.HaltReason = report.HaltAgentError, "The agent could not be started."
+		return true
+	case err != nil:
+		record()
+		l.fail(report.ErrSandboxFailed, "sandbox_failed", fmt.Sprintf("The sandbox failed during agent turn %d: %v", i, err),
+			map[string]any{"iteration": i}, "Check the sandbox (Docker Engine or host) and run goalrun again.")
+		return true
+	case tr.Status == agent.StatusAuthRequired:
+		record()
+		msg := firstNonEmpty(tr.Message, "The agent's model API refused its credentials.")
+		l.out.Failure = &Failure{
+			Code: report.ErrAuthRequired, Message: msg, Cause: "auth_required", Reason: "invalid_key",
+			Detail:      map[string]any{"iteration": i},
+			Suggestions: []string{"Set a valid API key for the agent's model provider in the environment goalrun runs in, then run goalrun again."},
+		}
+		l.out.Halt, l.out.HaltReason = report.HaltAuthRequired, "The model API refused the agent's credentials."
+		return true
+	}
+	if h := l.budgetHalt(); h.halt != "" {
+		record()
+		l.halt(h.halt, h.reason)
+		return true
+	}
+
+	if l.cfg.Tracker != nil {
+		state, err := l.cfg.Tracker.AfterTurn(ctx, i)
+		if err == nil {
+			l.state = state
+		}
+	}
+
+	var cr CheckRun
+	if l.cfg.Check != "" {
+		var cerr error
+		cr, cerr = l.runCheck(ctx, i)
+		it.Check = checkResult(cr)
+		if l.stopped(parent, ctx, fmt.Sprintf("the check after agent turn %d", i)) {
+			record()
+			return true
+		}
+		if cerr != nil {
+			record()
+			l.fail(report.ErrSandboxFailed, "sandbox_failed", fmt.Sprintf("The sandbox failed while running the check after agent turn %d: %v", i, cerr),
+				map[string]any{"iteration": i}, "Check the sandbox (Docker Engine or host) and run goalrun again.")
+			return true
+		}
+	}
+	record()
+
+	var verdict *JudgeVerdict
+	if l.cfg.Judge != nil {
+		in := JudgeInput{Goal: l.out.Goal, Iteration: i, AgentSummary: tr.Summary}
+		if l.cfg.Check != "" {
+			in.Check = &cr
+		}
+		v, err := l.cfg.Judge.Judge(ctx, l.cfg.Sandbox, in)
+		if l.stopped(parent, ctx, fmt.Sprintf("the judge after agent turn %d", i)) {
+			return true
+		}
+		if err != nil {
+			v = JudgeVerdict{Met: false, Reason: fmt.Sprintf("the judge could not decide: %v", err), By: "judge"}
+		}
+		verdict = &v
+		l.out.Judge = &report.Judge{Met: v.Met, Reason: v.Reason, By: v.By}
+		l.usage.addJudge(v.Usage)
+	}
+
+	met, grounded := l.evaluate(i, cr, verdict)
+	if met {
+		l.out.Passed, l.out.Grounded = true, grounded
+		return true
+	}
+
+	if l.cfg.Halter != nil {
+		facts := TurnFacts{Iteration: i, CheckRan: l.cfg.Check != "", CheckExit: cr.ExitCode, CheckTail: cr.Tail,
+			CheckTimedOut: cr.TimedOut, State: l.state, Usage: l.usage.total()}
+		if halt, reason := l.cfg.Halter.AfterTurn(facts); halt != "" {
+			l.halt(halt, reason)
+			return true
+		}
+		if halt, reason := l.cfg.Halter.Budget(l.usage.total()); halt != "" {
+			l.halt(halt, reason)
+			return true
+		}
+	}
+	if tr.Status != agent.StatusSuccess {
+		msg := firstNonEmpty(tr.Message, step.stderrTail, "The agent's turn failed.")
+		l.fail(report.ErrAgentFailed, firstNonEmpty(tr.Cause, "turn_failed"),
+			fmt.Sprintf("Agent turn %d failed and the goal is not met: %s", i, msg),
+			map[string]any{"iteration": i, "exit_code": step.exitCode},
+			"Read the agent's output in the events for the reason it failed.")
+		l.out.Halt, l.out.HaltReason = report.HaltAgentError, fmt.Sprintf("Agent turn %d failed (%s).", i, firstNonEmpty(tr.Cause, "turn_failed"))
+		return true
+	}
+	return false
+}
+
+// evaluate decides whether the goal is met after a check (and judge) and
+// emits goal_evaluated. The check decides when there is one; the judge
+// decides only without one, and is never grounded.
+func (l *loop) evaluate(i int, cr CheckRun, v *JudgeVerdict) (met, grounded bool) {
+	var why string
+	switch {
+	case l.cfg.Check != "":
+		met, grounded = cr.Passed, cr.Passed
+		why = checkWhy(cr)
+		if v != nil {
+			why += fmt.Sprintf("; the judge says %s: %s", metWord(v.Met), v.Reason)
+		}
+	case v != nil:
+		met = v.Met
+		why = fmt.Sprintf("the judge (%s) says %s: %s", v.By, metWord(v.Met), v.Reason)
+	}
+	l.events.Emit(report.EventGoalEvaluated, report.PhaseVerifying, why,
+		map[string]any{"iteration": i, "met": met, "grounded": grounded})
+	return met, grounded
+}
+
+func metWord(met bool) string {
+	if met {
+		return "met"
+	}
+	return "not met"
+}
+
+func checkWhy(cr CheckRun) string {
+	switch {
+	case cr.TimedOut:
+		return fmt.Sprintf("the check timed out after %.1fs (--step-timeout)", seconds(cr.Duration))
+	case cr.OOMKilled:
+		return "the check was killed for exceeding the sandbox's memory limit"
+	case cr.Passed:
+		return "the check exited 0"
+	}
+	return fmt.Sprintf("the check exited %d", cr.ExitCode)
+}
+
+// stopped reports whether the run must stop now because ctx ended: the
+// parent's end is an interruption, the run context's alone a timeout. where
+// says what was running.
+func (l *loop) stopped(parent, ctx context.Context, where string) bool {
+	if l.halted {
+		return true
+	}
+	switch {
+	case parent.Err() != nil:
+		l.out.Failure = &Failure{
+			Code: report.ErrCancelled, Cause: "interrupted",
+			Message:     fmt.Sprintf("goalrun was interrupted (SIGINT or SIGTERM) during %s; the running step was stopped.", where),
+			Suggestions: []string{"Run goalrun again to continue; work the agent already did stays in the workspace."},
+		}
+		l.out.Halt, l.out.HaltReason = report.HaltInterrupted, "Interrupted by a signal during "+where+"."
+		l.halted = true
+		return true
+	case ctx.Err() != nil:
+		l.halt(report.HaltTimeout, fmt.Sprintf("The run's time budget of %s (--timeout) ran out during %s.", l.cfg.Timeout, where))
+		return true
+	}
+	return false
+}
+
+func (l *loop) halt(halt, reason string) {
+	l.out.Halt, l.out.HaltReason = halt, reason
+	l.halted = true
+}
+
+func (l *loop) fail(code, cause, msg string, detail map[string]any, suggestions ...string) {
+	l.out.Failure = &Failure{Code: code, Cause: cause, Message: msg, Detail: detail, Suggestions: suggestions}
+	l.halted = true
+}
+
+// checkNotRunnable ends the run when the first check cannot run at all.
+func (l *loop) checkNotRunnable(cr CheckRun, err error) {
+	detail := map[string]any{"iteration": 0, "command": l.cfg.Check}
+	msg := fmt.Sprintf("The check %q cannot run in the sandbox", l.cfg.Check)
+	switch {
+	case err != nil:
+		msg += fmt.Sprintf(": %v", err)
+	case cr.ExitCode == 127:
+		detail["exit_code"] = cr.ExitCode
+		msg += " (exit status 127: command not found)"
+	default:
+		detail["exit_code"] = cr.ExitCode
+		msg += " (exit status 126: found but not executable)"
+	}
+	if tail := strings.TrimSpace(cr.Tail); tail != "" {
+		msg += ". Its output ends: " + tail
+	}
+	l.fail(report.ErrCheckNotRunnable, "check_not_runnable", msg, detail,
+		"Make sure the check command exists in the sandbox image and is executable.",
+		"Try the check command in the workspace by hand; it should exit 0 when the goal is met.")
+}
+
+// runCheck runs the check as a fresh check step and emits its events.
+func (l *loop) runCheck(ctx context.Context, i int) (CheckRun, error) {
+	l.events.Emit(report.EventCheckStarted, report.PhaseVerifying, "check: "+l.cfg.Check,
+		map[string]any{"iteration": i, "command": l.cfg.Check})
+	out := sandbox.NewTailWriter(nil, CheckTailKeep)
+	start := l.now()
+	res, err := l.cfg.Sandbox.Exec(ctx, sandbox.Cmd{
+		Role:    sandbox.RoleCheck,
+		Args:    sandbox.Shell(l.cfg.Check),
+		Stdout:  out,
+		Stderr:  out,
+		Timeout: l.cfg.StepTimeout,
+	})
+	o := out.Output()
+	cr := CheckRun{
+		Iteration: i, Command: l.cfg.Check, ExitCode: res.ExitCode,
+		TimedOut: res.TimedOut, OOMKilled: res.OOMKilled, Cancelled: res.Cancelled,
+		Duration: l.now().Sub(start), Tail: string(o.Tail), TailBytes: o.Bytes,
+	}
+	cr.Passed = err == nil && res.ExitCode == 0 && !res.TimedOut && !res.Cancelled && !res.OOMKilled
+	data := map[string]any{"iteration": i, "command": l.cfg.Check, "exit_code": res.ExitCode,
+		"seconds": seconds(cr.Duration), "passed": cr.Passed}
+	if res.TimedOut {
+		data["timed_out"] = true
+	}
+	msg := fmt.Sprintf("check %s in %.1fs", passWord(cr), seconds(cr.Duration))
+	if err != nil {
+		data["error"] = err.Error()
+		msg = "check could not run: " + err.Error()
+	}
+	l.events.Emit(report.EventCheckFinished, report.PhaseVerifying, msg, data)
+	if l.cfg.Evidence != nil && err == nil && !res.Cancelled {
+		l.cfg.Evidence.SetCheck(l.cfg.Check, true, cr.Passed, res.ExitCode)
+	}
+	l.lastRun = &cr
+	return cr, err
+}
+
+func passWord(cr CheckRun) string {
+	switch {
+	case cr.Passed:
+		return "passed (exit 0)"
+	case cr.TimedOut:
+		return "timed out"
+	case cr.Cancelled:
+		return "stopped"
+	}
+	return fmt.Sprintf("failed (exit %d)", cr.ExitCode)
+}
+
+// checkResult is the document's view of a check run: the raw tail and the
+// output's total length, which report.Finish caps (CapTail) after redaction.
+func checkResult(cr CheckRun) *report.CheckResult {
+	return &report.CheckResult{
+		ExitCode: cr.ExitCode, Passed: cr.Passed, Seconds: seconds(cr.Duration),
+		Tail: cr.Tail, OutputBytes: cr.TailBytes,
+		TimedOut: cr.TimedOut, OOMKilled: cr.OOMKilled,
+	}
+}
+
+// turnStep is what the loop measured of one agent step.
+type turnStep struct {
+	duration   time.Duration
+	exitCode   int
+	stderrTail string
+}
+
+// agentTurn runs agent turn i: the adapter's command as an agent step, its
+// stdout parsed live into events and receipts.
+func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult, error) {
+	turn := agent.Turn{
+		Iteration: i, Prompt: l.prompt(), SessionID: l.out.SessionID,
+		Bin: l.cfg.AgentBin, Model: l.cfg.Model, MaxTurns: l.cfg.MaxTurns, ExtraArgs: l.cfg.AgentArgs,
+	}
+	inv := l.cfg.Adapter.Command(turn)
+	var parser agent.Parser
+	if m, ok := l.cfg.Adapter.(TurnParserMaker); ok {
+		parser = m.NewTurnParser(turn)
+	} else {
+		parser = l.cfg.Adapter.NewParser()
+	}
+	data := map[string]any{"iteration": i}
+	if turn.SessionID != "" {
+		data["session_id"] = turn.SessionID
+	}
+	l.events.Emit(report.EventAgentStarted, report.PhaseActing, fmt.Sprintf("agent turn %d: %s", i, l.cfg.Adapter.Name()), data)
+
+	stepCtx, stopStep := context.WithCancel(ctx)
+	defer stopStep()
+	var graceTimer *time.Timer
+	var graceMu sync.Mutex
+	defer func() {
+		graceMu.Lock()
+		if graceTimer != nil {
+			graceTimer.Stop()
+		}
+		graceMu.Unlock()
+	}()
+	l.mu.Lock()
+	l.turnHalt.halt, l.turnHalt.reason = "", ""
+	l.usage.startTurn()
+	l.mu.Unlock()
+
+	emit := func(ev agent.Event) {
+		if ev.Kind == agent.KindResult {
+			graceMu.Lock()
+			if graceTimer == nil { // the process may linger: kill it after a grace
+				graceTimer = time.AfterFunc(l.cfg.ResultGrace, stopStep)
+			}
+			graceMu.Unlock()
+		}
+		if halt := l.onEvent(i, ev); halt {
+			stopStep()
+		}
+	}
+	lw := agent.NewLineWriter(parser, emit)
+	stderr := sandbox.NewTailWriter(nil, 4096)
+	var stdin strings.Reader
+	cmd := sandbox.Cmd{
+		Role: sandbox.RoleAgent, Args: inv.Args, Env: inv.Env,
+		Stdout: lw, Stderr: stderr, Timeout: l.cfg.StepTimeout,
+	}
+	if inv.Stdin != "" {
+		stdin.Reset(inv.Stdin)
+		cmd.Stdin = &stdin
+	}
+	start := l.now()
+	res, err := l.cfg.Sandbox.Exec(stepCtx, cmd)
+	step := turnStep{duration: l.now().Sub(start), exitCode: res.ExitCode, stderrTail: strings.TrimSpace(string(stderr.Output().Tail))}
+	if err != nil {
+		return step, agent.TurnResult{Status: agent.StatusFailed, Cause: "not_started", Message: err.Error()}, err
+	}
+	lw.Close()
+	tr := parser.End(res.ExitCode, emit)
+	if res.TimedOut && tr.Status == agent.StatusSuccess {
+		tr.Status, tr.Cause = agent.StatusFailed, "step_timeout"
+		tr.Message = fmt.Sprintf("the agent turn ran longer than --step-timeout (%s) and was killed", l.cfg.StepTimeout)
+	}
+	l.endTurn(i, tr)
+	return step, tr, nil
+}
+
+// endTurn folds a finished turn's result into the outcome.
+func (l *loop) endTurn(i int, tr agent.TurnResult) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Calls that never got a result are failed receipts.
+	for id, c := range l.pending {
+		l.receipt(id, c, false)
+	}
+	clear(l.pending)
+	l.usage.endTurn(tr.SessionID, tr.Usage)
+	if tr.SessionID != "" {
+		l.out.SessionID = tr.SessionID
+	}
+	if tr.Model != "" {
+		l.out.Model = tr.Model
+		l.seeModel(tr.Model)
+	}
+	l.out.Turns += tr.Turns
+	if tr.Status == agent.StatusSuccess {
+		l.out.TurnsCompleted++
+	}
+	summary := firstNonEmpty(tr.Summary, l.lastText)
+	if summary != "" {
+		l.out.Summary = summary
+	}
+	l.lastText = ""
+}
+
+// onEvent turns one parser event into progress events, receipts and usage;
+// it returns true when the running turn must stop (a budget halt).
+func (l *loop) onEvent(i int, ev agent.Event) (stop bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch ev.Kind {
+	case agent.KindSession:
+		if ev.SessionID != "" {
+			l.out.SessionID = ev.SessionID
+			l.usage.setSession(ev.SessionID)
+		}
+	case agent.KindModel:
+		if ev.Model != "" {
+			l.out.Model = ev.Model
+			l.seeModel(ev.Model)
+		}
+	case agent.KindText:
+		if strings.TrimSpace(ev.Text) != "" {
+			l.lastText = ev.Text
+			l.events.Emit(report.EventText, report.PhaseReasoning, ev.Text, map[string]any{"iteration": i})
+		}
+	case agent.KindToolCall:
+		if ev.Tool == nil {
+			return false
+		}
+		l.call(ev.Tool)
+	case agent.KindToolResult:
+		if ev.Tool == nil {
+			return false
+		}
+		c, ok := l.pending[ev.Tool.ID]
+		if !ok || ev.Tool.ID == "" { // a result without its call: count both now
+			c = l.call(ev.Tool)
+		}
+		if len(ev.Tool.Paths) > 0 {
+			c.paths = ev.Tool.Paths
+		}
+		delete(l.pending, ev.Tool.ID)
+		l.receipt(ev.Tool.ID, c, ev.Tool.OK)
+	case agent.KindUsage:
+		if ev.Usage != nil {
+			l.usage.live(*ev.Usage)
+			return l.checkBudget()
+		}
+	case agent.KindRetry:
+		if ev.Retry != nil {
+			l.events.Emit(report.EventInferenceRetry, report.PhaseInference,
+				fmt.Sprintf("model API retry %d (HTTP %d), next in %d ms", ev.Retry.Attempt, ev.Retry.Status, ev.Retry.BackoffMS),
+				map[string]any{"attempt": ev.Retry.Attempt, "status": ev.Retry.Status, "backoff_ms": ev.Retry.BackoffMS})
+		}
+	}
+	return false
+}
+
+// call registers a tool call and emits tool_called; the caller holds l.mu.
+func (l *loop) call(t *agent.Tool) pendingCall {
+	l.seq++
+	c := pendingCall{seq: l.seq, tool: t.Name, brief: t.Brief, via: t.Via, paths: t.Paths}
+	id := t.ID
+	if id == "" {
+		id = fmt.Sprintf("call-%d", l.seq)
+	}
+	data := map[string]any{"call_id": id, "sequence": c.seq, "tool": t.Name, "brief": t.Brief}
+	if t.Via != "" {
+		data["via"] = t.Via
+	}
+	l.events.Emit(report.EventToolCalled, report.PhaseActing, t.Name+": "+t.Brief, data)
+	if t.ID != "" {
+		if len(l.pending) >= pendingCallsMax { // never answered in time: failed
+			l.receipt(id, c, false)
+		} else {
+			l.pending[id] = c
+		}
+	}
+	return c
+}
+
+// receipt records a finished call and emits tool_result or tool_failed; the
+// caller holds l.mu.
+func (l *loop) receipt(id string, c pendingCall, ok bool) {
+	if id == "" {
+		id = fmt.Sprintf("call-%d", c.seq)
+	}
+	typ := report.EventToolResult
+	word := "ok"
+	if !ok {
+		typ, word = report.EventToolFailed, "failed"
+	}
+	l.events.Emit(typ, report.PhaseActing, c.tool+" "+word,
+		map[string]any{"call_id": id, "sequence": c.seq, "tool": c.tool, "ok": ok})
+	r := report.Receipt{Tool: c.tool, OK: ok, Brief: c.brief, Via: c.via}
+	l.out.Receipts.Add(r)
+	if l.cfg.Evidence != nil {
+		l.cfg.Evidence.AddReceipt(r, c.paths)
+	}
+}
+
+// seeModel records a model that answered and emits model_served the first
+// time; the caller holds l.mu.
+func (l *loop) seeModel(m string) {
+	if l.models[m] {
+		return
+	}
+	l.models[m] = true
+	if len(l.out.ModelsServed) < report.ModelsServedMax {
+		l.out.ModelsServed = append(l.out.ModelsServed, m)
+	}
+	l.events.Emit(report.EventModelServed, report.PhaseInference, "model: "+m,
+		map[string]any{"model_id": m, "local_last_resort": false})
+}
+
+// checkBudget asks the Halter about the usage so far; the caller holds l.mu.
+func (l *loop) checkBudget() bool {
+	if l.cfg.Halter == nil || l.turnHalt.halt != "" {
+		return false
+	}
+	if halt, reason := l.cfg.Halter.Budget(l.usage.total()); halt != "" {
+		l.turnHalt.halt, l.turnHalt.reason = halt, reason
+		return true
+	}
+	return false
+}
+
+func (l *loop) budgetHalt() struct{ halt, reason string } {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.turnHalt
+}
+
+// prompt is the task, and once a check has run and failed, its command, exit
+// code and output tail.
+func (l *loop) prompt() string {
+	return Prompt(l.cfg.Task, l.out.Goal, l.lastRun)
+}
+
+// PromptTailBytes is how much of the failing check's output a prompt quotes:
+// the last 4096 bytes.
+const PromptTailBytes = 4096
+
+// Prompt builds an agent turn's prompt: the task, then, when the last check
+// failed, its command, exit code and the end of its output. An empty task
+// becomes "Make the check pass." (or "Meet this goal: …" in judge mode).
+func Prompt(task, goalText string, last *CheckRun) string {
+	var b strings.Builder
+	task = strings.TrimSpace(task)
+	if task == "" {
+		if last != nil {
+			task = "Make the check pass."
+		} else {
+			task = "Meet this goal: " + goalText
+		}
+	}
+	b.WriteString(task)
+	if last != nil && !last.Passed {
+		b.WriteString("\n\nThe check `")
+		b.WriteString(last.Command)
+		switch {
+		case last.TimedOut:
+			b.WriteString("` timed out.")
+		default:
+			fmt.Fprintf(&b, "` failed with exit code %d.", last.ExitCode)
+		}
+		b.WriteString(" It is run with sh -c in the workspace; the goal is met when it exits 0.")
+		if tail := report.CapTail(last.Tail, last.TailBytes, PromptTailBytes); strings.TrimSpace(tail) != "" {
+			b.WriteString("\nThe end of its output:\n\n")
+			b.WriteString(tail)
+			if !strings.HasSuffix(tail, "\n") {
+				b.WriteString("\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+// finish computes what is computed once at the end and returns the outcome.
+func (l *loop) finish(parent context.Context) Outcome {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), finishTimeout)
+	if parent.Err() != nil {
+		cancel()
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(parent), finishGrace)
+	}
+	defer cancel()
+	if l.cfg.Tracker != nil && l.out.AgentTurns > 0 {
+		l.out.Changes = l.cfg.Tracker.Changes(ctx)
+	}
+	if l.cfg.Evidence != nil && l.out.AgentTurns > 0 {
+		l.out.Claims = l.cfg.Evidence.Claims(l.out.Summary)
+	}
+	l.out.Usage = l.usage.total()
+	l.out.Elapsed = l.now().Sub(l.started)
+	return l.out
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if strings.TrimSpace(v) != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func seconds(d time.Duration) float64 {
+	return float64(d.Round(time.Millisecond)) / float64(time.Second)
+}

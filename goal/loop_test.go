@@ -1,0 +1,741 @@
+package goal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goalrun/goalrun/goal"
+	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/sandbox"
+)
+
+// guard bounds every run in these tests; it is a hang guard, not a timing
+// assertion.
+const guard = 60 * time.Second
+
+// recorder is an Events that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []report.Event
+}
+
+func (r *recorder) Emit(typ, phase, message string, data map[string]any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, report.Event{Type: typ, Phase: phase, Message: message, Data: data})
+}
+
+func (r *recorder) types() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func (r *recorder) ofType(typ string) []report.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []report.Event
+	for _, e := range r.events {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// fakeClock advances one second per reading, so durations are exact.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Second)
+	return c.t
+}
+
+// workspace makes a workspace with the given files.
+func workspace(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(name, ".sh") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func local(t *testing.T, dir string) sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.StartLocal(t.Context(), sandbox.Config{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(context.Background()) })
+	return sb
+}
+
+func run(t *testing.T, ctx context.Context, cfg goal.Config) goal.Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, guard)
+	defer cancel()
+	out, err := goal.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return out
+}
+
+func exists(dir, name string) bool {
+	_, err := os.Stat(filepath.Join(dir, name))
+	return err == nil
+}
+
+// A check that passes when "fixed" holds two lines; the agent adds one a turn.
+const (
+	twoStepCheck = `test "$(wc -l < fixed 2>/dev/null | tr -d ' ')" = 2 || { echo "FAIL: fixed has $(cat fixed 2>/dev/null | wc -l) of 2 lines"; exit 1; }`
+	oneStepAgent = `echo line >> fixed; echo "$GOALRUN_PROMPT" > prompt-$GOALRUN_ITERATION; echo "added a line"`
+)
+
+func TestLoopOutcomes(t *testing.T) {
+	cases := []struct {
+		name     string
+		files    map[string]string
+		check    string
+		agentCmd string
+		maxIter  int
+		// want
+		passed, grounded bool
+		turns            int
+		halt             string
+		failure          string
+		iterations       int // entries in the iteration log
+		receipts         int
+		agentRan         bool
+	}{
+		{
+			name: "already passing: agent never started", check: "true", agentCmd: "touch agent-ran",
+			passed: true, grounded: true, turns: 0, iterations: 1,
+		},
+		{
+			name: "fixed in two turns", check: twoStepCheck, agentCmd: oneStepAgent,
+			passed: true, grounded: true, turns: 2, iterations: 3, receipts: 2, agentRan: true,
+		},
+		{
+			name: "never fixed: max iterations, every iteration recorded", check: "echo still broken; exit 1",
+			agentCmd: "touch agent-ran; echo trying", maxIter: 3,
+			turns: 3, halt: report.HaltMaxIterations, iterations: 4, receipts: 3, agentRan: true,
+		},
+		{
+			name: "check command not found: not runnable, no agent turn", check: "goalrun-no-such-cmd --flag",
+			agentCmd: "touch agent-ran", failure: report.ErrCheckNotRunnable, iterations: 1,
+		},
+		{
+			name: "check not executable: not runnable", files: map[string]string{"check": "#!/bin/sh\nexit 0\n"},
+			check: "./check", agentCmd: "touch agent-ran", failure: report.ErrCheckNotRunnable, iterations: 1,
+		},
+		{
+			name: "agent fails and the goal is not met: agent_error", check: "false",
+			agentCmd: "touch agent-ran; echo cannot >&2; exit 4",
+			turns:    1, halt: report.HaltAgentError, failure: report.ErrAgentFailed, iterations: 2, receipts: 1, agentRan: true,
+		},
+		{
+			name: "agent fails but the check passes: the grounded verdict stands", check: "test -e fixed",
+			agentCmd: "touch agent-ran fixed; exit 4",
+			passed:   true, grounded: true, turns: 1, iterations: 2, receipts: 1, agentRan: true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := workspace(t, tc.files)
+			ev := &recorder{}
+			out := run(t, context.Background(), goal.Config{
+				Sandbox: local(t, dir), Adapter: agent.Command{}, AgentBin: tc.agentCmd,
+				Task: "make it pass", Check: tc.check, MaxIterations: tc.maxIter,
+				Events: ev, Now: (&fakeClock{}).Now,
+			})
+			if out.Passed != tc.passed || out.Grounded != tc.grounded || out.AgentTurns != tc.turns || out.Halt != tc.halt {
+				t.Errorf("passed=%v grounded=%v turns=%d halt=%q, want %v %v %d %q (reason %q)",
+					out.Passed, out.Grounded, out.AgentTurns, out.Halt, tc.passed, tc.grounded, tc.turns, tc.halt, out.HaltReason)
+			}
+			gotFailure := ""
+			if out.Failure != nil {
+				gotFailure = out.Failure.Code
+			}
+			if gotFailure != tc.failure {
+				t.Errorf("failure %q (%+v), want %q", gotFailure, out.Failure, tc.failure)
+			}
+			if n := out.Iterations.Len(); n != tc.iterations {
+				t.Errorf("iterations recorded %d, want %d", n, tc.iterations)
+			}
+			if n := out.Receipts.Total(); n != tc.receipts {
+				t.Errorf("receipts %d, want %d", n, tc.receipts)
+			}
+			ran := exists(dir, "agent-ran") || exists(dir, "fixed") && tc.agentRan
+			if ran != tc.agentRan {
+				t.Errorf("agent ran = %v, want %v", ran, tc.agentRan)
+			}
+			if started := len(ev.ofType(report.EventAgentStarted)); started != tc.turns {
+				t.Errorf("%d agent_started events, want %d", started, tc.turns)
+			}
+			for _, it := range out.Iterations.Iterations() {
+				if it.N > 0 && it.Agent == nil {
+					t.Errorf("iteration %d has no agent step", it.N)
+				}
+				if it.Check == nil {
+					t.Errorf("iteration %d has no check", it.N)
+				}
+			}
+			if tc.passed && tc.turns == 0 && out.Summary == "" {
+				t.Errorf("no summary for an already-passing check")
+			}
+			if evals := ev.ofType(report.EventGoalEvaluated); tc.failure != report.ErrCheckNotRunnable && len(evals) != tc.iterations {
+				t.Errorf("%d goal_evaluated events, want one per check (%d)", len(evals), tc.iterations)
+			}
+		})
+	}
+}
+
+func TestLoopPromptCarriesTheFailingCheck(t *testing.T) {
+	dir := workspace(t, nil)
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, dir), Adapter: agent.Command{}, AgentBin: oneStepAgent + `; cat > stdin-$GOALRUN_ITERATION`,
+		Task: "Fix the counter.", Check: twoStepCheck,
+	})
+	if !out.Passed {
+		t.Fatalf("not passed: %+v", out)
+	}
+	for _, n := range []string{"1", "2"} {
+		env, _ := os.ReadFile(filepath.Join(dir, "prompt-"+n))
+		stdin, _ := os.ReadFile(filepath.Join(dir, "stdin-"+n))
+		if strings.TrimSpace(string(env)) != strings.TrimSpace(string(stdin)) {
+			t.Errorf("turn %s: GOALRUN_PROMPT and stdin differ:\n%s\n---\n%s", n, env, stdin)
+		}
+		for _, want := range []string{"Fix the counter.", "The check `" + twoStepCheck + "` failed with exit code 1.", "FAIL: fixed has"} {
+			if !strings.Contains(string(env), want) {
+				t.Errorf("turn %s prompt lacks %q:\n%s", n, want, env)
+			}
+		}
+	}
+	if p, _ := os.ReadFile(filepath.Join(dir, "prompt-2")); !strings.Contains(string(p), "fixed has 1 of 2 lines") {
+		t.Errorf("turn 2's prompt does not quote the latest check:\n%s", p)
+	}
+	if !strings.HasPrefix(out.Summary, "added a line") {
+		t.Errorf("summary %q, want the agent's last stdout", out.Summary)
+	}
+}
+
+func TestLoopInterruptedStopsTheStepPromptly(t *testing.T) {
+	dir := workspace(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	ev := &recorder{}
+	go func() {
+		for !exists(dir, "agent-started") {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
+	done := make(chan goal.Outcome, 1)
+	go func() {
+		out, _ := goal.Run(ctx, goal.Config{
+			Sandbox: local(t, dir), Adapter: agent.Command{},
+			AgentBin: `trap '' TERM; touch agent-started; sleep 60; touch agent-finished`,
+			Check:    "false", Events: ev,
+		})
+		done <- out
+	}()
+	var out goal.Outcome
+	select {
+	case out = <-done:
+	case <-time.After(guard):
+		t.Fatal("Run did not return after its context was cancelled")
+	}
+	if out.Failure == nil || out.Failure.Code != report.ErrCancelled || out.Halt != report.HaltInterrupted {
+		t.Fatalf("failure %+v halt %q, want Cancelled/interrupted", out.Failure, out.Halt)
+	}
+	if out.Status() != report.StatusCancelled {
+		t.Errorf("status %q", out.Status())
+	}
+	if exists(dir, "agent-finished") {
+		t.Errorf("the agent step ran to its end")
+	}
+	if out.AgentTurns != 1 || out.Iterations.Len() != 2 {
+		t.Errorf("turns %d iterations %d, want 1 and 2 (the interrupted turn is recorded)", out.AgentTurns, out.Iterations.Len())
+	}
+}
+
+func TestLoopRunTimeout(t *testing.T) {
+	dir := workspace(t, nil)
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, dir), Adapter: agent.Command{}, AgentBin: "sleep 60",
+		Check: "false", Timeout: 500 * time.Millisecond,
+	})
+	if out.Halt != report.HaltTimeout || out.Failure != nil || out.Passed {
+		t.Errorf("halt %q failure %+v passed %v, want timeout, no failure, not passed", out.Halt, out.Failure, out.Passed)
+	}
+	if out.Status() != report.StatusSuccess {
+		t.Errorf("status %q, want success (every step ran as far as the budget allowed)", out.Status())
+	}
+}
+
+func TestLoopStepTimeoutFailsTheTurn(t *testing.T) {
+	dir := workspace(t, nil)
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, dir), Adapter: agent.Command{}, AgentBin: "sleep 60",
+		Check: "false", StepTimeout: 300 * time.Millisecond,
+	})
+	its := out.Iterations.Iterations()
+	if len(its) != 2 || its[1].Agent == nil || its[1].Agent.Status != agent.StatusFailed {
+		t.Fatalf("iterations %+v", its)
+	}
+	if out.Halt != report.HaltAgentError {
+		t.Errorf("halt %q, want agent_error", out.Halt)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	sb := local(t, t.TempDir())
+	cases := map[string]goal.Config{
+		"no sandbox":            {Adapter: agent.Command{}, Check: "true"},
+		"no adapter":            {Sandbox: sb, Check: "true"},
+		"no check and no judge": {Sandbox: sb, Adapter: agent.Command{}},
+		"negative iterations":   {Sandbox: sb, Adapter: agent.Command{}, Check: "true", MaxIterations: -1},
+	}
+	for name, cfg := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := goal.Run(context.Background(), cfg); !errors.Is(err, goal.ErrBadConfig) {
+				t.Errorf("err = %v, want ErrBadConfig", err)
+			}
+		})
+	}
+}
+
+// scripted is an adapter whose "agent" prints a line protocol the parser
+// understands, so the loop's event handling can be driven exactly:
+//
+//	SESSION id | MODEL m | TEXT words | CALL id tool brief | OK id | FAIL id
+//	RETRY attempt status backoff | USAGE in out cost [cum] | RESULT | AUTH
+type scripted struct{ script string }
+
+func (s scripted) Name() string { return "scripted" }
+func (s scripted) Command(t agent.Turn) agent.Invocation {
+	return agent.Invocation{Args: sandbox.Shell(s.script), Env: map[string]string{"TURN": strconv.Itoa(t.Iteration), "SESSION_IN": t.SessionID}}
+}
+func (s scripted) NewParser() agent.Parser { return &scriptedParser{} }
+
+type scriptedParser struct {
+	res    agent.TurnResult
+	result bool
+}
+
+func (p *scriptedParser) Line(line []byte, _ bool, emit func(agent.Event)) {
+	f := strings.Fields(string(line))
+	if len(f) == 0 {
+		return
+	}
+	arg := func(i int) string {
+		if i < len(f) {
+			return f[i]
+		}
+		return ""
+	}
+	num := func(i int) int64 { n, _ := strconv.ParseInt(arg(i), 10, 64); return n }
+	switch f[0] {
+	case "SESSION":
+		p.res.SessionID = arg(1)
+		emit(agent.Event{Kind: agent.KindSession, SessionID: arg(1)})
+	case "MODEL":
+		emit(agent.Event{Kind: agent.KindModel, Model: arg(1)})
+	case "TEXT":
+		p.res.Summary = strings.Join(f[1:], " ")
+		emit(agent.Event{Kind: agent.KindText, Text: p.res.Summary})
+	case "CALL":
+		emit(agent.Event{Kind: agent.KindToolCall, Tool: &agent.Tool{ID: arg(1), Name: arg(2), Brief: strings.Join(f[3:], " ")}})
+	case "OK", "FAIL":
+		emit(agent.Event{Kind: agent.KindToolResult, Tool: &agent.Tool{ID: arg(1), OK: f[0] == "OK"}})
+	case "RETRY":
+		emit(agent.Event{Kind: agent.KindRetry, Retry: &agent.Retry{Attempt: int(num(1)), Status: int(num(2)), BackoffMS: num(3)}})
+	case "USAGE":
+		cost, _ := strconv.ParseFloat(arg(3), 64)
+		emit(agent.Event{Kind: agent.KindUsage, Usage: &agent.Usage{InputTokens: num(1), OutputTokens: num(2), CostUSD: cost, Cumulative: arg(4) == "cum"}})
+	case "RESULT":
+		p.result = true
+		p.res.Turns++
+		emit(agent.Event{Kind: agent.KindResult})
+	case "AUTH":
+		p.res.Status, p.res.Cause, p.res.Message = agent.StatusAuthRequired, "auth_required", "401 invalid x-api-key"
+	}
+}
+
+func (p *scriptedParser) End(exit int, emit func(agent.Event)) agent.TurnResult {
+	if p.res.Status == "" {
+		p.res.Status = agent.StatusSuccess
+		if !p.result {
+			p.res.Status, p.res.Cause = agent.StatusFailed, "no_result_event"
+		}
+	}
+	return p.res
+}
+
+func TestLoopTurnsAgentEventsIntoReportEvents(t *testing.T) {
+	dir := workspace(t, nil)
+	script := `
+echo SESSION sess-1
+echo MODEL claude-x
+echo TEXT reading the test
+echo CALL t1 Read calc_test.go
+echo OK t1
+echo CALL t2 Bash go test ./...
+echo RETRY 1 529 1000
+echo FAIL t2
+echo CALL t3 Edit calc.go
+echo USAGE 100 20 0.5
+echo RESULT
+[ "$TURN" = 2 ] && touch fixed
+echo CALL t4 Bash never-answered
+`
+	ev := &recorder{}
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, dir), Adapter: scripted{script: script}, Check: "test -e fixed", Events: ev,
+	})
+	if !out.Passed || out.AgentTurns != 2 {
+		t.Fatalf("passed %v turns %d (halt %q failure %+v)", out.Passed, out.AgentTurns, out.Halt, out.Failure)
+	}
+	// Per turn: t1 ok, t2 failed, t3 and t4 never answered (failed).
+	r := out.Receipts.Receipts()
+	if r.Total != 8 || r.Failed != 6 {
+		t.Errorf("receipts total %d failed %d, want 8 and 6", r.Total, r.Failed)
+	}
+	called := ev.ofType(report.EventToolCalled)
+	if len(called) != 8 {
+		t.Fatalf("%d tool_called events, want 8", len(called))
+	}
+	for i, e := range called {
+		if e.Data["sequence"] != i+1 {
+			t.Errorf("tool_called %d has sequence %v", i, e.Data["sequence"])
+		}
+	}
+	first := called[0].Data
+	if first["call_id"] != "t1" || first["tool"] != "Read" || first["brief"] != "calc_test.go" {
+		t.Errorf("first tool_called data %v", first)
+	}
+	results := ev.ofType(report.EventToolResult)
+	failed := ev.ofType(report.EventToolFailed)
+	if len(results) != 2 || len(failed) != 6 {
+		t.Errorf("%d tool_result and %d tool_failed, want 2 and 6", len(results), len(failed))
+	}
+	if results[0].Data["call_id"] != "t1" || results[0].Data["sequence"] != 1 || results[0].Data["tool"] != "Read" {
+		t.Errorf("tool_result data %v", results[0].Data)
+	}
+	if n := len(ev.ofType(report.EventModelServed)); n != 1 {
+		t.Errorf("%d model_served events, want 1 (one model)", n)
+	}
+	if rt := ev.ofType(report.EventInferenceRetry); len(rt) != 2 || rt[0].Data["status"] != 529 || rt[0].Data["backoff_ms"] != int64(1000) {
+		t.Errorf("inference_retry events %v", rt)
+	}
+	if tx := ev.ofType(report.EventText); len(tx) != 2 || tx[0].Message != "reading the test" {
+		t.Errorf("text events %v", tx)
+	}
+	if out.SessionID != "sess-1" || out.Model != "claude-x" || len(out.ModelsServed) != 1 {
+		t.Errorf("session %q model %q served %v", out.SessionID, out.Model, out.ModelsServed)
+	}
+	if out.Usage.InputTokens != 200 || out.Usage.OutputTokens != 40 || out.Usage.CostUSD != 1.0 {
+		t.Errorf("usage %+v, want two turns of 100/20/0.5", out.Usage)
+	}
+	if out.Summary != "reading the test" {
+		t.Errorf("summary %q", out.Summary)
+	}
+	starts := ev.ofType(report.EventAgentStarted)
+	if len(starts) != 2 || starts[1].Data["session_id"] != "sess-1" {
+		t.Errorf("agent_started events %v: the second must resume the session", starts)
+	}
+}
+
+func TestLoopKillsAnAgentThatLingersAfterItsResult(t *testing.T) {
+	dir := workspace(t, nil)
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, dir), Adapter: scripted{script: `touch fixed; echo RESULT; sleep 60; touch lingered`},
+		Check: "test -e fixed", ResultGrace: 200 * time.Millisecond,
+	})
+	if !out.Passed || out.Failure != nil {
+		t.Fatalf("passed %v failure %+v", out.Passed, out.Failure)
+	}
+	if exists(dir, "lingered") {
+		t.Errorf("the lingering agent was not killed")
+	}
+	if its := out.Iterations.Iterations(); its[1].Agent.Status != agent.StatusSuccess {
+		t.Errorf("turn status %q, want success: the result event came before the kill", its[1].Agent.Status)
+	}
+}
+
+func TestLoopAuthRequired(t *testing.T) {
+	dir := workspace(t, nil)
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, dir), Adapter: scripted{script: `echo AUTH; touch agent-ran`}, Check: "false",
+	})
+	if out.Failure == nil || out.Failure.Code != report.ErrAuthRequired || out.Failure.Reason == "" || out.Halt != report.HaltAuthRequired {
+		t.Fatalf("failure %+v halt %q", out.Failure, out.Halt)
+	}
+	if out.Status() != report.StatusAuthRequired {
+		t.Errorf("status %q", out.Status())
+	}
+	if out.Iterations.Len() != 2 {
+		t.Errorf("%d iterations recorded, want 2 (no check after a refused turn)", out.Iterations.Len())
+	}
+}
+
+func TestLoopMissingResultFailsTheTurn(t *testing.T) {
+	dir := workspace(t, nil)
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, dir), Adapter: scripted{script: `echo TEXT working`}, Check: "false",
+	})
+	if out.Halt != report.HaltAgentError || out.Failure == nil || out.Failure.Cause != "no_result_event" {
+		t.Errorf("halt %q failure %+v, want agent_error with cause no_result_event", out.Halt, out.Failure)
+	}
+}
+
+// notStarting is a sandbox whose agent steps cannot start.
+type notStarting struct{ sandbox.Sandbox }
+
+func (n notStarting) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	if cmd.Role == sandbox.RoleAgent {
+		return sandbox.Result{}, fmt.Errorf("exec: %w", sandbox.ErrNotStarted)
+	}
+	return n.Sandbox.Exec(ctx, cmd)
+}
+
+// broken is a sandbox whose agent steps fail in the machinery.
+type broken struct{ sandbox.Sandbox }
+
+func (b broken) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	if cmd.Role == sandbox.RoleAgent {
+		return sandbox.Result{}, errors.New("engine connection reset")
+	}
+	return b.Sandbox.Exec(ctx, cmd)
+}
+
+func TestLoopSandboxFailures(t *testing.T) {
+	cases := []struct {
+		name string
+		wrap func(sandbox.Sandbox) sandbox.Sandbox
+		code string
+	}{
+		{"agent cannot start", func(s sandbox.Sandbox) sandbox.Sandbox { return notStarting{s} }, report.ErrAgentNotFound},
+		{"sandbox machinery fails", func(s sandbox.Sandbox) sandbox.Sandbox { return broken{s} }, report.ErrSandboxFailed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := run(t, context.Background(), goal.Config{
+				Sandbox: tc.wrap(local(t, t.TempDir())), Adapter: agent.Command{}, AgentBin: "true", Check: "false",
+			})
+			if out.Failure == nil || out.Failure.Code != tc.code || out.Passed {
+				t.Errorf("failure %+v passed %v, want %s", out.Failure, out.Passed, tc.code)
+			}
+		})
+	}
+}
+
+// fakeJudge says met from turn metAt on.
+type fakeJudge struct {
+	metAt int
+	calls []goal.JudgeInput
+}
+
+func (j *fakeJudge) Judge(_ context.Context, _ sandbox.Sandbox, in goal.JudgeInput) (goal.JudgeVerdict, error) {
+	j.calls = append(j.calls, in)
+	met := in.Iteration >= j.metAt
+	return goal.JudgeVerdict{Met: met, Reason: fmt.Sprintf("turn %d", in.Iteration), By: "command", Usage: agent.Usage{InputTokens: 1}}, nil
+}
+
+func TestLoopJudgeOnly(t *testing.T) {
+	j := &fakeJudge{metAt: 2}
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, t.TempDir()), Adapter: agent.Command{}, AgentBin: "echo working",
+		InferUntil: "the README explains the flags", Judge: j,
+	})
+	if !out.Passed || out.Grounded || out.AgentTurns != 2 {
+		t.Errorf("passed %v grounded %v turns %d, want true false 2", out.Passed, out.Grounded, out.AgentTurns)
+	}
+	if out.Judge == nil || !out.Judge.Met || out.Judge.Reason != "turn 2" {
+		t.Errorf("judge %+v", out.Judge)
+	}
+	if out.Usage.InputTokens != 2 {
+		t.Errorf("judge usage not counted: %+v", out.Usage)
+	}
+	if len(j.calls) != 2 || j.calls[0].Check != nil || j.calls[1].AgentSummary != "working" {
+		t.Errorf("judge inputs %+v", j.calls)
+	}
+	if out.Iterations.Len() != 2 { // no check: no iteration 0
+		t.Errorf("%d iterations, want 2", out.Iterations.Len())
+	}
+}
+
+func TestLoopCheckDecidesOverTheJudge(t *testing.T) {
+	j := &fakeJudge{metAt: 1} // the judge says met at once; the check disagrees
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, t.TempDir()), Adapter: agent.Command{}, AgentBin: "echo done", MaxIterations: 1,
+		Check: "false", Judge: j,
+	})
+	if out.Passed || out.Halt != report.HaltMaxIterations || out.Judge == nil || !out.Judge.Met {
+		t.Errorf("passed %v halt %q judge %+v", out.Passed, out.Halt, out.Judge)
+	}
+	if j.calls[0].Check == nil || j.calls[0].Check.ExitCode != 1 {
+		t.Errorf("the judge did not see the check: %+v", j.calls[0])
+	}
+}
+
+// fakeTracker fingerprints the workspace by a counter file.
+type fakeTracker struct {
+	dir       string
+	baselines int
+	after     []int
+}
+
+func (f *fakeTracker) Baseline(context.Context) error { f.baselines++; return nil }
+func (f *fakeTracker) AfterTurn(_ context.Context, i int) (string, error) {
+	f.after = append(f.after, i)
+	b, _ := os.ReadFile(filepath.Join(f.dir, "state"))
+	return string(b), nil
+}
+func (f *fakeTracker) Changes(context.Context) *report.Changes {
+	return &report.Changes{FilesChanged: 1, RiskyPaths: []string{}}
+}
+
+// fakeHalter halts no_progress when the state repeats, budget above a cost.
+type fakeHalter struct {
+	maxCost float64
+	last    string
+	facts   []goal.TurnFacts
+}
+
+func (h *fakeHalter) AfterTurn(f goal.TurnFacts) (string, string) {
+	h.facts = append(h.facts, f)
+	defer func() { h.last = f.State }()
+	if len(h.facts) > 1 && f.State == h.last {
+		return report.HaltNoProgress, "same failure, same workspace"
+	}
+	return "", ""
+}
+func (h *fakeHalter) Budget(u report.Usage) (string, string) {
+	if h.maxCost > 0 && u.CostUSD > h.maxCost {
+		return report.HaltBudget, fmt.Sprintf("cost %.2f > %.2f", u.CostUSD, h.maxCost)
+	}
+	return "", ""
+}
+
+func TestLoopSeams(t *testing.T) {
+	t.Run("tracker and no-progress halt", func(t *testing.T) {
+		dir := workspace(t, map[string]string{"state": "same"})
+		tr := &fakeTracker{dir: dir}
+		h := &fakeHalter{}
+		out := run(t, context.Background(), goal.Config{
+			Sandbox: local(t, dir), Adapter: agent.Command{}, AgentBin: "echo no change", Check: "exit 1",
+			Tracker: tr, Halter: h,
+		})
+		if out.Halt != report.HaltNoProgress || out.AgentTurns != 2 {
+			t.Errorf("halt %q turns %d, want no_progress after 2", out.Halt, out.AgentTurns)
+		}
+		if tr.baselines != 1 || len(tr.after) != 2 || out.Changes == nil {
+			t.Errorf("tracker baselines %d after %v changes %+v", tr.baselines, tr.after, out.Changes)
+		}
+		if h.facts[0].CheckExit != 1 || !h.facts[0].CheckRan || h.facts[0].State != "same" {
+			t.Errorf("halter facts %+v", h.facts[0])
+		}
+	})
+	t.Run("budget halt stops the turn mid-way", func(t *testing.T) {
+		dir := workspace(t, nil)
+		h := &fakeHalter{maxCost: 1}
+		out := run(t, context.Background(), goal.Config{
+			Sandbox: local(t, dir), Adapter: scripted{script: `echo USAGE 10 10 2.5; sleep 60; touch finished; echo RESULT`},
+			Check: "false", Halter: h,
+		})
+		if out.Halt != report.HaltBudget || exists(dir, "finished") {
+			t.Errorf("halt %q (reason %q), finished=%v; want budget and a stopped turn", out.Halt, out.HaltReason, exists(dir, "finished"))
+		}
+		if out.Usage.CostUSD != 2.5 {
+			t.Errorf("usage %+v", out.Usage)
+		}
+	})
+	t.Run("tracker not consulted when the check already passes", func(t *testing.T) {
+		tr := &fakeTracker{dir: t.TempDir()}
+		out := run(t, context.Background(), goal.Config{
+			Sandbox: local(t, tr.dir), Adapter: agent.Command{}, AgentBin: "true", Check: "true", Tracker: tr,
+		})
+		if !out.Passed || tr.baselines != 0 || out.Changes != nil {
+			t.Errorf("passed %v baselines %d changes %+v", out.Passed, tr.baselines, out.Changes)
+		}
+	})
+}
+
+func TestLoopCumulativeUsage(t *testing.T) {
+	// A Codex-like agent reports the thread's running total each turn.
+	script := `echo SESSION thread-1; if [ "$TURN" = 1 ]; then echo USAGE 100 10 0 cum; else echo USAGE 250 30 0 cum; touch fixed; fi; echo RESULT`
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, t.TempDir()), Adapter: scripted{script: script}, Check: "test -e fixed",
+	})
+	if out.Usage.InputTokens != 250 || out.Usage.OutputTokens != 30 {
+		t.Errorf("usage %+v, want the thread's latest total 250/30, not a sum", out.Usage)
+	}
+}
+
+func TestPrompt(t *testing.T) {
+	long := strings.Repeat("x", 10000) + "LAST LINE"
+	cases := []struct {
+		name    string
+		task    string
+		last    *goal.CheckRun
+		want    []string
+		wantNot []string
+	}{
+		{"first turn without a check", "", nil, []string{"Meet this goal: docs are clear"}, []string{"check `"}},
+		{"failing check", "Fix it.", &goal.CheckRun{Command: "go test ./...", ExitCode: 1, Tail: "--- FAIL: TestSum\n", TailBytes: 18},
+			[]string{"Fix it.", "The check `go test ./...` failed with exit code 1.", "--- FAIL: TestSum"}, nil},
+		{"no task", "", &goal.CheckRun{Command: "make", ExitCode: 2, Tail: "boom", TailBytes: 4},
+			[]string{"Make the check pass.", "exit code 2", "boom\n"}, nil},
+		{"timed out", "t", &goal.CheckRun{Command: "make", TimedOut: true, ExitCode: 143}, []string{"`make` timed out."}, []string{"exit code"}},
+		{"long output keeps its end with a marker", "t", &goal.CheckRun{Command: "c", ExitCode: 1, Tail: long, TailBytes: 50000},
+			[]string{"LAST LINE", "of 50000 bytes shown"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := goal.Prompt(tc.task, "docs are clear", tc.last)
+			for _, w := range tc.want {
+				if !strings.Contains(p, w) {
+					t.Errorf("prompt lacks %q:\n%s", w, p)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(p, w) {
+					t.Errorf("prompt has %q:\n%s", w, p)
+				}
+			}
+			if len(p) > 4096+report.MarkerMaxBytes+300 {
+				t.Errorf("prompt is %d bytes", len(p))
+			}
+		})
+	}
+}

@@ -1,0 +1,60 @@
+package goal
+
+import (
+	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/sandbox"
+)
+
+// ReportRun returns the facts report.Finish needs, from the outcome and
+// what only the caller knows: the sandbox's posture (read at the end, so
+// its counters are final; nil when no sandbox started) and
+// --allow-test-edits.
+func (o *Outcome) ReportRun(posture *sandbox.Posture, allowTestEdits bool) report.Run {
+	run := report.Run{
+		Check:           o.Goal,
+		Passed:          o.Passed,
+		Grounded:        o.Grounded,
+		IterationsTaken: o.AgentTurns,
+		Halt:            o.Halt,
+		HaltReason:      o.HaltReason,
+		Summary:         o.Summary,
+		Turns:           o.Turns,
+		TurnsCompleted:  o.TurnsCompleted,
+		ModelUsed:       o.Model,
+		Judge:           o.Judge,
+		Changes:         o.Changes,
+		AllowTestEdits:  allowTestEdits,
+		Sandbox:         posture,
+		Elapsed:         o.Elapsed,
+	}
+	if o.Iterations != nil {
+		run.Iterations = o.Iterations.Iterations()
+		run.IterationsOmitted = o.Iterations.Omitted()
+	}
+	if o.Failure != nil {
+		run.Error = o.Failure.Code
+		run.Message = o.Failure.Message
+		run.Cause = o.Failure.Cause
+		run.CauseFields = o.Failure.Detail
+		run.Suggestions = o.Failure.Suggestions
+		run.AuthReason = o.Failure.Reason
+		run.Cancelled = o.Failure.Code == report.ErrCancelled
+	}
+	if o.AgentName != "" {
+		run.Agent = &report.AgentInfo{Name: o.AgentName, SessionID: o.SessionID}
+	}
+	for _, m := range o.ModelsServed {
+		run.ModelsServed = append(run.ModelsServed, report.ModelServed{ModelID: m})
+	}
+	if o.Usage != (report.Usage{}) {
+		u := o.Usage
+		run.Usage = &u
+	}
+	if o.Receipts != nil {
+		run.Receipts = o.Receipts.Receipts()
+	}
+	if o.Claims != nil {
+		run.UngroundedClaims = o.Claims
+	}
+	return run
+}
