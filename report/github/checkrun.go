@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -217,8 +216,8 @@ func (c *CheckRun) updater(ctx context.Context) {
 				Name:   c.Name,
 				Status: gh.Ptr("in_progress"),
 				Output: &gh.CheckRunOutput{
-					Title:   gh.Ptr(report.Cap(title, CheckTitleBytes)),
-					Summary: gh.Ptr("goalrun is running: " + report.Cap(title, CheckTitleBytes)),
+					Title:   gh.Ptr(fit(title, CheckTitleBytes)),
+					Summary: gh.Ptr("goalrun is running: " + fit(title, CheckTitleBytes)),
 				},
 			})
 			return err
@@ -238,9 +237,9 @@ func (c *CheckRun) stopUpdater() {
 	}
 }
 
-// Publish completes the check run with doc's conclusion, a title that
-// says met/not met and grounded/ungrounded, and the markdown rendering as
-// the summary (≤ CheckSummaryBytes).
+// Publish completes the check run with doc's conclusion, report.Headline
+// as the title (met/not met, grounded/ungrounded), and the markdown
+// rendering as the summary (≤ CheckSummaryBytes).
 func (c *CheckRun) Publish(ctx context.Context, doc report.Document) error {
 	c.mu.Lock()
 	if c.startErr != nil {
@@ -264,7 +263,7 @@ func (c *CheckRun) Publish(ctx context.Context, doc report.Document) error {
 		conclusion = report.ConclusionFailure
 	}
 	md := c.render(doc)
-	return c.complete(ctx, conclusion, Title(doc), md)
+	return c.complete(ctx, conclusion, report.Headline(doc), md)
 }
 
 // Cancel completes the check run as cancelled when it was started and not
@@ -292,8 +291,8 @@ func (c *CheckRun) complete(ctx context.Context, conclusion, title, summary stri
 		Conclusion:  gh.Ptr(conclusion),
 		CompletedAt: &gh.Timestamp{Time: c.now().UTC()},
 		Output: &gh.CheckRunOutput{
-			Title:   gh.Ptr(report.Cap(title, CheckTitleBytes)),
-			Summary: gh.Ptr(report.Cap(summary, CheckSummaryBytes)),
+			Title:   gh.Ptr(fit(title, CheckTitleBytes)),
+			Summary: gh.Ptr(fit(summary, CheckSummaryBytes)),
 		},
 	}
 	err := c.Retry.Do(ctx, func(ctx context.Context) error {
@@ -307,43 +306,4 @@ func (c *CheckRun) complete(ctx context.Context, conclusion, title, summary stri
 	c.completed = true
 	c.mu.Unlock()
 	return nil
-}
-
-// Title is the one-line verdict of doc, for check-run titles and pull
-// request titles: "goal met (grounded)", "goal met (ungrounded: …)",
-// "goal not met (max_iterations)", or the failure's error code.
-func Title(doc report.Document) string {
-	switch {
-	case doc.Status == report.StatusCancelled:
-		return "goalrun was cancelled"
-	case doc.Goal == nil:
-		if doc.Error != "" {
-			return "goalrun failed: " + doc.Error
-		}
-		return "goalrun failed"
-	case doc.Goal.Passed && doc.Goal.Grounded && doc.Conclusion == report.ConclusionSuccess:
-		return fmt.Sprintf("goal met (grounded) after %s", plural(doc.Goal.Iterations, "iteration"))
-	case doc.Goal.Passed:
-		why := "the verdict is not grounded in the check"
-		if doc.Changes != nil && doc.Changes.CheckModified {
-			why = "the agent changed the check's own files"
-		}
-		return fmt.Sprintf("goal met, ungrounded: %s", why)
-	}
-	var b strings.Builder
-	b.WriteString("goal not met")
-	if doc.Goal.Halt != nil {
-		fmt.Fprintf(&b, " (%s after %s)", *doc.Goal.Halt, plural(doc.Goal.Iterations, "iteration"))
-	}
-	if doc.Status == report.StatusError && doc.Error != "" {
-		fmt.Fprintf(&b, ": %s", doc.Error)
-	}
-	return b.String()
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -68,7 +68,7 @@ func (c *Comment) Publish(ctx context.Context, doc report.Document) error {
 // refusal of a `/goalrun` trigger goes through here too.
 func (c *Comment) Reply(ctx context.Context, markdown string) error {
 	marker := Marker(c.Key)
-	body := report.Cap(marker+"\n"+markdown, CommentBodyBytes)
+	body := fit(marker+"\n"+markdown, CommentBodyBytes)
 	if c.Mode == CommentSticky {
 		id, err := c.findSticky(ctx, marker)
 		if err != nil {

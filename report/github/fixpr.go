@@ -413,7 +413,7 @@ func (p *FixPR) body(doc report.Document) string {
 		b.WriteString("> [!NOTE]\n> Not committed: " + strings.Join(p.Unreadable, ", ") + ".\n\n")
 	}
 	b.WriteString(md(doc))
-	return report.Cap(b.String(), PullBodyBytes)
+	return fit(b.String(), PullBodyBytes)
 }
 
 func (p *FixPR) pull(ctx context.Context, doc report.Document) error {

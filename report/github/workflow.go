@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/sethvargo/go-githubactions"
 
@@ -244,4 +245,23 @@ func safePublish(ctx context.Context, p Publisher, doc report.Document) (err err
 		}
 	}()
 	return p.Publish(ctx, doc)
+}
+
+// fit caps s with report.Cap so that the result, marker included, is at
+// most limit bytes (report.Cap bounds the kept text and adds its marker on
+// top). For a limit too small for any marker it cuts on a rune boundary.
+func fit(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	for reserve := 128; reserve < limit; reserve *= 2 {
+		if out := report.Cap(s, limit-reserve); len(out) <= limit {
+			return out
+		}
+	}
+	i := max(limit, 0)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
 }
