@@ -1,8 +1,11 @@
 package egress
 
 import (
+	"context"
 	"net"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -310,6 +313,63 @@ func FuzzParseAuthority(f *testing.F) {
 		b, err := parseAuthority(a.String(), 0)
 		if err != nil || b.String() != a.String() || b.ip != a.ip {
 			t.Fatalf("parseAuthority(%q) = %q does not re-parse to itself: %v, %v", s, a, b, err)
+		}
+	})
+}
+
+// anyNameResolver answers every name with a public address, except names
+// with a label "lo", which resolve to loopback.
+type anyNameResolver struct{}
+
+func (anyNameResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if slices.Contains(strings.Split(strings.TrimSuffix(host, "."), "."), "lo") {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr("93.184.215.14")}, nil
+}
+
+// FuzzForwardDecision checks the whole forward decision on arbitrary CONNECT
+// targets: whatever is allowed is on the allowlist (exact name or strictly
+// below the wildcard's suffix, port 443), resolves only to addresses a
+// sandbox may reach, and is what Go's own URL parser and net.SplitHostPort
+// would call the same host and port (no parser differential with goproxy or
+// a dialer).
+func FuzzForwardDecision(f *testing.F) {
+	for _, s := range []string{
+		"example.com:443", "EXAMPLE.COM.:443", "a.example.org:443", "lo.example.org:443", "example.org:443",
+		"example.com:443@evil.com:443", "example.com:80", "[::1]:443", "0x7f.1:443", "evil.com:443",
+		"example.com.evil.com:443", "xexample.com:443", "a.example.org.:443",
+	} {
+		f.Add(s)
+	}
+	p, err := New(Config{Allow: []string{"example.com", "*.example.org"}, Resolver: anyNameResolver{}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, deny := p.decideRaw(context.Background(), s, 0)
+		if deny != nil {
+			if deny.Reason == "" || deny.Dest == "" || len(deny.Dest) > maxDestBytes {
+				t.Fatalf("decideRaw(%q) denial %+v lacks dest or reason", s, deny)
+			}
+			return
+		}
+		host := d.auth.host
+		if d.auth.ip.IsValid() || d.auth.port != 443 || !(host == "example.com" || strings.HasSuffix(host, ".example.org")) {
+			t.Fatalf("decideRaw(%q) allowed %s", s, d.auth)
+		}
+		for _, a := range d.addrs {
+			if classify(a) != "" {
+				t.Fatalf("decideRaw(%q) allowed address %s", s, a)
+			}
+		}
+		h, port, err := net.SplitHostPort(s)
+		if err != nil || port != "443" || strings.TrimSuffix(strings.ToLower(h), ".") != host {
+			t.Fatalf("decideRaw(%q) allowed %s, but SplitHostPort says %q %q %v", s, d.auth, h, port, err)
+		}
+		u, err := url.ParseRequestURI("http://" + s)
+		if err != nil || u.User != nil || strings.TrimSuffix(strings.ToLower(u.Hostname()), ".") != host || u.Port() != "443" {
+			t.Fatalf("decideRaw(%q) allowed %s, but net/url says %v (%v)", s, d.auth, u, err)
 		}
 	})
 }

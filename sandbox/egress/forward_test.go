@@ -627,3 +627,87 @@ func TestCloseEndsTunnels(t *testing.T) {
 		t.Errorf("second Close = %v", err)
 	}
 }
+
+// rebindingResolver answers with a public address the first time it is
+// asked about a name and with loopback every time after, as an attacker's
+// DNS server with a zero TTL would.
+type rebindingResolver struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (r *rebindingResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.calls == 1 {
+		return []netip.Addr{pubA}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+// TestDNSRebinding: the address checked is the address dialled (one lookup
+// per decision), and a later rebinding is caught by the next decision even
+// when a kept-alive upstream connection exists.
+func TestDNSRebinding(t *testing.T) {
+	t.Run("CONNECT dials the checked address", func(t *testing.T) {
+		echo := echoServer(t, "tcp", "127.0.0.1:0")
+		res := &rebindingResolver{}
+		h := startHarness(t, Config{Allow: []string{"rebind.example.com"}, Resolver: res})
+		h.dial.route("93.184.215.14:443", echo.Addr().String())
+		if status, body, _ := connect(t, h.forward, "rebind.example.com:443"); status != 200 {
+			t.Fatalf("first CONNECT: %d %q", status, body)
+		}
+		if status, body, _ := connect(t, h.forward, "rebind.example.com:443"); status != 403 || !strings.Contains(body, "resolves to 127.0.0.1 (loopback)") {
+			t.Fatalf("second CONNECT: %d %q, want 403 loopback", status, body)
+		}
+		if got := h.dial.addrs(); !slices.Equal(got, []string{"93.184.215.14:443"}) {
+			t.Errorf("dialled %q, want only the checked public address", got)
+		}
+		res.mu.Lock()
+		calls := res.calls
+		res.mu.Unlock()
+		if calls != 2 {
+			t.Errorf("%d lookups for two decisions, want 2", calls)
+		}
+	})
+	t.Run("plain HTTP on a kept-alive connection is decided again", func(t *testing.T) {
+		srv := newRecordingServer(t)
+		res := &rebindingResolver{}
+		h := startHarness(t, Config{Allow: []string{"rebind.example.com:80"}, Resolver: res})
+		h.dial.route("93.184.215.14:80", srv.Listener.Addr().String())
+		resps := rawExchange(t, h.forward,
+			"GET http://rebind.example.com/1 HTTP/1.1\r\nHost: rebind.example.com\r\n\r\n"+
+				"GET http://rebind.example.com/2 HTTP/1.1\r\nHost: rebind.example.com\r\nConnection: close\r\n\r\n", 2)
+		if len(resps) != 2 || resps[0].status != 200 || resps[1].status != 403 {
+			t.Fatalf("responses %+v, want 200 then 403", resps)
+		}
+		if n := len(srv.requests()); n != 1 {
+			t.Errorf("destination saw %d requests, want 1", n)
+		}
+	})
+}
+
+// TestForwardPlainHTTPLiterals: IP literals in an absolute URI are refused
+// like CONNECT's.
+func TestForwardPlainHTTPLiterals(t *testing.T) {
+	h := startHarness(t, Config{Allow: []string{"example.com:80"}})
+	tests := []struct{ name, uri, want string }{
+		{"IPv4", "http://169.254.169.254/latest/meta-data/", "169.254.169.254:80: IP literal, link-local"},
+		{"IPv6", "http://[::1]:8080/", "[::1]:8080: IP literal, loopback"},
+		{"decimal", "http://2130706433/", "127.0.0.1:80: IP literal, loopback"},
+		{"octal", "http://0177.0.0.1/", "127.0.0.1:80: IP literal, loopback"},
+		{"bridge gateway", "http://172.17.0.1:2375/containers/json", "172.17.0.1:2375: IP literal, private"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resps := rawExchange(t, h.forward, "GET "+tt.uri+" HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n", 1)
+			if len(resps) != 1 || resps[0].status != 403 || !strings.Contains(resps[0].body, tt.want) {
+				t.Fatalf("responses %+v, want 403 %q", resps, tt.want)
+			}
+		})
+	}
+	if d := h.dial.addrs(); len(d) != 0 {
+		t.Errorf("dialled %q", d)
+	}
+}
