@@ -2,12 +2,357 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goalrun/goalrun/goal"
+	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/sandbox"
 )
 
-// PLACEHOLDER(owner: see prompt) — replaced by the real implementation.
+// closeTimeout bounds the sandbox's Close at the end of a run; after an
+// interruption closeGrace does (the 5 seconds of architecture.md include
+// stopping the step and writing the document).
+const (
+	closeTimeout = 30 * time.Second
+	closeGrace   = time.Second
+)
+
+// runCmd is `goalrun run`: parse and validate, run the engine, write the
+// document (stdout in --json mode, a short result otherwise) and return the
+// exit code.
 func runCmd(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "goalrun: run is being built")
+	cfg, err := parseRunArgs(args, env, os.Getwd)
+	if errors.Is(err, flag.ErrHelp) {
+		runUsage(stdout)
+		return exitMet
+	}
+	if err != nil {
+		return writeStartupError(err, jsonRequested(args), stdout, stderr)
+	}
+	var sink report.Sink
+	if cfg.json {
+		sink = report.NewJSONLSink(stderr)
+	} else {
+		sink = report.NewProgressSink(stderr)
+	}
+	eng := defaultEngine()
+	eng.warn = stderr
+	doc, code := execute(ctx, cfg, eng, sink)
+	if cfg.json {
+		writeDocument(stdout, doc)
+	} else {
+		writeShortResult(stdout, doc, cfg)
+	}
+	return code
+}
+
+// jsonRequested reports whether --json appears among the flags (before
+// "--"); used when parsing failed and the settings are unknown.
+func jsonRequested(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "-json", "--json=true", "-json=true", "--json=1", "-json=1":
+			return true
+		}
+	}
+	return false
+}
+
+// writeStartupError reports a startup failure: in JSON mode the
+// startup-error document on stdout and its one "failed" event on stderr;
+// otherwise a readable error on stderr.
+func writeStartupError(err error, jsonMode bool, stdout, stderr io.Writer) int {
+	se := asStartupError(err)
+	if jsonMode {
+		e := report.NewEmitter(report.NewJSONLSink(stderr), nil, nil)
+		doc := report.FailStartup(e, se.code, se.message, se.suggestions...)
+		writeDocument(stdout, doc)
+		return exitCodeFor(doc)
+	}
+	doc := report.StartupError(se.code, se.message, se.suggestions...)
+	fmt.Fprintf(stderr, "goalrun: %s\n", doc.Message)
+	for _, s := range doc.Suggestions {
+		fmt.Fprintf(stderr, "  %s\n", s)
+	}
+	return exitCodeFor(doc)
+}
+
+func asStartupError(err error) *startupError {
+	var se *startupError
+	if errors.As(err, &se) {
+		return se
+	}
+	return &startupError{code: report.ErrBadInput, message: err.Error()}
+}
+
+// writeDocument writes the encoded document and a newline.
+func writeDocument(w io.Writer, doc report.Document) {
+	b := report.Encode(doc)
+	b = append(b, '\n')
+	w.Write(b)
+}
+
+// writeShortResult is the human result on stdout: the headline, then the
+// summary or the failure's message, then where the document went.
+func writeShortResult(w io.Writer, doc report.Document, cfg runConfig) {
+	fmt.Fprintf(w, "goalrun: %s\n", report.Headline(doc))
+	switch {
+	case doc.Summary != nil && strings.TrimSpace(*doc.Summary) != "":
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(*doc.Summary))
+	case doc.Message != "":
+		fmt.Fprintf(w, "\n%s\n", doc.Message)
+		for _, s := range doc.Suggestions {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+	if doc.Goal != nil && doc.Goal.HaltReason != "" {
+		fmt.Fprintf(w, "\n%s\n", doc.Goal.HaltReason)
+	}
+	if cfg.output != "" {
+		fmt.Fprintf(w, "\ndocument: %s\n", cfg.output)
+	}
+}
+
+// exitCodeFor maps a document to the exit code (architecture.md): 0 goal
+// met, 1 not met, 2 bad input, 3 the run failed, 130 interrupted.
+func exitCodeFor(doc report.Document) int {
+	switch doc.Status {
+	case report.StatusSuccess:
+		if doc.Goal != nil && doc.Goal.Passed {
+			return exitMet
+		}
+		return exitNotMet
+	case report.StatusCancelled:
+		return exitInterrupted
+	}
+	if doc.Goal == nil { // the startup-error shape: no run existed
+		switch doc.Error {
+		case report.ErrBadInput, report.ErrAgentNotFound:
+			return exitBadInput
+		}
+	}
 	return exitRunFailed
+}
+
+// engine is what execute needs from the world; tests replace parts.
+type engine struct {
+	now func() time.Time
+	// sandboxes starts the sandbox for a --sandbox mode.
+	sandboxes sandboxFactory
+	// adapter builds the agent adapter for --agent.
+	adapter func(cfg runConfig) (agent.Adapter, error)
+	// judge builds the judge for --infer-until/--judge-cmd (nil: judge
+	// mode is not available in this build).
+	judge func(cfg runConfig) (goal.Judge, error)
+	// halter builds the budget and no-progress halts (nil: --max-cost-usd
+	// and --max-tokens are not available in this build).
+	halter func(cfg runConfig) (goal.Halter, error)
+	// warn receives problems that do not change the run's verdict (an
+	// --output file that cannot be written); nil drops them.
+	warn io.Writer
+}
+
+func defaultEngine() engine {
+	return engine{
+		now:       time.Now,
+		sandboxes: defaultSandboxes(),
+		adapter:   newAdapter,
+	}
+}
+
+// newAdapter builds the adapter for cfg.agent.
+func newAdapter(cfg runConfig) (agent.Adapter, error) {
+	if cfg.agent == agent.CommandName {
+		return agent.Command{Bin: cfg.agentBin}, nil
+	}
+	return nil, &startupError{code: report.ErrAgentNotFound,
+		message:     fmt.Sprintf("the %s agent adapter is not available in this build of goalrun; the command agent is (--agent command --agent-bin CMD)", cfg.agent),
+		suggestions: []string{"Use the command agent with agent-bin set to the program that fixes the workspace."}}
+}
+
+// execute runs the engine for a validated configuration: it starts the
+// sandbox, emits the run's events to sinks (and --events), runs the loop,
+// builds the document with exactly one terminal event, writes --output,
+// closes the sandbox, and returns the document and the exit code. It
+// writes nothing to stdout itself.
+func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sink) (report.Document, int) {
+	red := report.NewRedactor(secretValues(cfg.secrets)...)
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	if cfg.events != "" {
+		f, err := os.Create(cfg.events)
+		if err != nil {
+			e := report.NewEmitter(report.Tee(sinks...), red, eng.now)
+			doc := report.FailStartup(e, report.ErrBadInput, fmt.Sprintf("--events %s: %v", cfg.events, err))
+			return doc, exitCodeFor(doc)
+		}
+		closers = append(closers, f)
+		sinks = append(sinks, report.NewJSONLSink(f))
+	}
+	em := report.NewEmitter(report.Tee(sinks...), red, eng.now)
+	fail := func(se *startupError) (report.Document, int) {
+		doc := report.FailStartup(em, se.code, se.message, se.suggestions...)
+		writeOutput(cfg, doc, eng.warn)
+		return doc, exitCodeFor(doc)
+	}
+	if cfg.output != "" { // fail before the run, not after it
+		f, err := os.OpenFile(cfg.output, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fail(badInput("--output %s: %v", cfg.output, err))
+		}
+		f.Close()
+	}
+
+	adapter, err := eng.adapter(cfg)
+	if err != nil {
+		return fail(asStartupError(err))
+	}
+	lc := goal.Config{
+		Adapter: adapter, Task: cfg.task, Check: cfg.until, InferUntil: cfg.inferUntil,
+		AgentBin: cfg.agentBin, Model: cfg.model, AgentArgs: cfg.agentArgs, MaxTurns: cfg.maxTurns,
+		MaxIterations: cfg.maxIterations, Timeout: cfg.timeout, StepTimeout: cfg.stepTimeout,
+		Events: em, Receipts: report.NewRollup().SetRedactor(red), Now: eng.now,
+	}
+	if cfg.inferUntil != "" || cfg.judgeCmd != "" {
+		if eng.judge == nil {
+			return fail(badInput("judge mode (--infer-until, --judge-cmd) is not available in this build of goalrun yet; give a check with --until instead"))
+		}
+		if lc.Judge, err = eng.judge(cfg); err != nil {
+			return fail(asStartupError(err))
+		}
+	}
+	if cfg.maxCostUSD > 0 || cfg.maxTokens > 0 {
+		if eng.halter == nil {
+			return fail(badInput("budget halts (--max-cost-usd, --max-tokens) are not available in this build of goalrun yet; leave them unset"))
+		}
+		if lc.Halter, err = eng.halter(cfg); err != nil {
+			return fail(asStartupError(err))
+		}
+	}
+
+	start := eng.now()
+	sb, err := eng.sandboxes.start(ctx, cfg.sandbox, sandboxConfig(cfg))
+	if err != nil {
+		return fail(asSandboxError(err))
+	}
+	defer func() {
+		wait := closeTimeout
+		if ctx.Err() != nil {
+			wait = closeGrace
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+		defer cancel()
+		sb.Close(cctx)
+	}()
+	posture := sb.Posture()
+	started := map[string]any{"goal": firstNonEmpty(cfg.until, cfg.inferUntil), "agent": cfg.agent, "sandbox": posture}
+	if cfg.model != "" {
+		started["model"] = cfg.model
+	}
+	em.Emit(report.EventStarted, report.PhaseRun, "goal: "+firstNonEmpty(cfg.until, cfg.inferUntil), started)
+	ready := map[string]any{"seconds": eng.now().Sub(start).Seconds(), "mode": posture.Mode}
+	if posture.ImageDigest != "" {
+		ready["image_digest"] = posture.ImageDigest
+	}
+	if posture.FallbackNotice != nil {
+		ready["fallback_notice"] = *posture.FallbackNotice
+	}
+	em.Emit(report.EventSandboxReady, report.PhaseSandbox, "sandbox ready: "+posture.Mode, ready)
+
+	lc.Sandbox = sb
+	out, err := goal.Run(ctx, lc)
+	if err != nil { // a configuration the validation should have refused
+		return fail(badInput("%v", err))
+	}
+	final := sb.Posture() // counters (egress denials) are final now
+	doc := report.Finish(out.ReportRun(&final, cfg.allowTestEdits), em)
+	writeOutput(cfg, doc, eng.warn)
+	return doc, exitCodeFor(doc)
+}
+
+// writeOutput writes the document to --output, if set. A failure to write
+// it never changes the run's verdict; it is reported on warn.
+func writeOutput(cfg runConfig, doc report.Document, warn io.Writer) {
+	if cfg.output == "" {
+		return
+	}
+	b := append(report.Encode(doc), '\n')
+	if err := os.WriteFile(cfg.output, b, 0o644); err != nil && warn != nil {
+		fmt.Fprintf(warn, "goalrun: writing --output %s: %v\n", cfg.output, err)
+	}
+}
+
+// sandboxConfig is the sandbox's configuration for a run.
+func sandboxConfig(cfg runConfig) sandbox.Config {
+	return sandbox.Config{
+		RunID:         runID(),
+		Workspace:     cfg.dir,
+		Network:       cfg.net,
+		AllowHosts:    cfg.allowHosts,
+		Secrets:       cfg.agentSecrets,
+		Image:         cfg.image,
+		WorkspaceMode: sandbox.WorkspaceMode(cfg.workspace),
+	}
+}
+
+// runID is a run's unique label: the time and the process id.
+func runID() string {
+	return fmt.Sprintf("%s-%d", time.Now().UTC().Format("20060102T150405.000000000"), os.Getpid())
+}
+
+func secretValues(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// runUsage prints `goalrun run --help`.
+func runUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: goalrun run [flags] [--] [PROMPT…]
+
+Runs an agent in a sandbox, in a loop, until the check (--until) passes.
+Every flag can also be set in a YAML config file under the same name
+(--config FILE, else .goalrun.yml in the workdir); a flag wins over the file.
+
+Flags:
+`)
+	var s settings
+	var c string
+	fs := newFlagSet(&s, &c)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprint(w, `
+Exit codes: 0 goal met, 1 goal not met, 2 bad input, 3 the run failed
+(sandbox, agent, auth, check not runnable), 130 interrupted.
+`)
 }

@@ -1,0 +1,775 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/sandbox"
+)
+
+// Defaults of the run settings (architecture.md, "Command line").
+const (
+	defaultAgent         = "claude"
+	defaultMaxIterations = 5
+	defaultTimeout       = 30 * time.Minute
+	defaultStepTimeout   = 15 * time.Minute
+	defaultSandbox       = "docker"
+	defaultConfigFile    = ".goalrun.yml"
+	// maxPromptFileBytes bounds --prompt-file: 1 MiB is far more than any
+	// task and keeps a wrong path (a binary, a log) from becoming a prompt.
+	maxPromptFileBytes = 1 << 20
+	// maxConfigFileBytes bounds the YAML config file.
+	maxConfigFileBytes = 1 << 20
+	// maxIterationsLimit bounds --max-iterations.
+	maxIterationsLimit = 1000
+)
+
+// knownAgents are the --agent values (architecture.md), in documented order.
+var knownAgents = []string{"claude", "codex", "gemini", "car", "deepcode", "command"}
+
+// sandboxModes are the --sandbox values.
+var sandboxModes = []string{"docker", "auto", "local"}
+
+// workspaceModes are the --workspace values.
+var workspaceModes = []string{string(sandbox.WorkspaceBind), string(sandbox.WorkspaceCopy), string(sandbox.WorkspaceAuto)}
+
+// settings are the run settings as flags or the YAML file give them, before
+// validation. Every field is one flag and one YAML key of the same name.
+type settings struct {
+	until, inferUntil, judgeCmd string
+	agent, agentBin, model      string
+	agentArgs                   []string
+	prompt, promptFile          string
+	maxIterations, maxTurns     int
+	timeout, stepTimeout        time.Duration
+	maxCostUSD                  float64
+	maxTokens                   int64
+	sandbox, image, network     string
+	allowHosts                  []string
+	workspace, workdir          string
+	json, allowTestEdits        bool
+	output, events              string
+}
+
+// field is one setting: its flag/YAML name and how to copy it between
+// settings values (so flags win over the file one setting at a time).
+type field struct {
+	name string
+	copy func(dst, src *settings)
+}
+
+// fields lists every setting. A test keeps it equal to the flags and the
+// YAML keys.
+var fields = []field{
+	{"until", func(d, s *settings) { d.until = s.until }},
+	{"infer-until", func(d, s *settings) { d.inferUntil = s.inferUntil }},
+	{"judge-cmd", func(d, s *settings) { d.judgeCmd = s.judgeCmd }},
+	{"agent", func(d, s *settings) { d.agent = s.agent }},
+	{"agent-bin", func(d, s *settings) { d.agentBin = s.agentBin }},
+	{"agent-arg", func(d, s *settings) { d.agentArgs = s.agentArgs }},
+	{"model", func(d, s *settings) { d.model = s.model }},
+	{"prompt", func(d, s *settings) { d.prompt = s.prompt }},
+	{"prompt-file", func(d, s *settings) { d.promptFile = s.promptFile }},
+	{"max-iterations", func(d, s *settings) { d.maxIterations = s.maxIterations }},
+	{"max-turns", func(d, s *settings) { d.maxTurns = s.maxTurns }},
+	{"timeout", func(d, s *settings) { d.timeout = s.timeout }},
+	{"step-timeout", func(d, s *settings) { d.stepTimeout = s.stepTimeout }},
+	{"max-cost-usd", func(d, s *settings) { d.maxCostUSD = s.maxCostUSD }},
+	{"max-tokens", func(d, s *settings) { d.maxTokens = s.maxTokens }},
+	{"sandbox", func(d, s *settings) { d.sandbox = s.sandbox }},
+	{"image", func(d, s *settings) { d.image = s.image }},
+	{"network", func(d, s *settings) { d.network = s.network }},
+	{"allow-host", func(d, s *settings) { d.allowHosts = s.allowHosts }},
+	{"workspace", func(d, s *settings) { d.workspace = s.workspace }},
+	{"workdir", func(d, s *settings) { d.workdir = s.workdir }},
+	{"json", func(d, s *settings) { d.json = s.json }},
+	{"output", func(d, s *settings) { d.output = s.output }},
+	{"events", func(d, s *settings) { d.events = s.events }},
+	{"allow-test-edits", func(d, s *settings) { d.allowTestEdits = s.allowTestEdits }},
+}
+
+// defaults returns the settings a run starts from.
+func defaults() settings {
+	return settings{
+		agent:         defaultAgent,
+		maxIterations: defaultMaxIterations,
+		timeout:       defaultTimeout,
+		stepTimeout:   defaultStepTimeout,
+		sandbox:       defaultSandbox,
+		workspace:     string(sandbox.WorkspaceAuto),
+	}
+}
+
+// listFlag is a repeatable string flag.
+type listFlag struct{ v *[]string }
+
+func (l listFlag) String() string {
+	if l.v == nil {
+		return ""
+	}
+	return strings.Join(*l.v, ",")
+}
+
+func (l listFlag) Set(s string) error { *l.v = append(*l.v, s); return nil }
+
+// newFlagSet binds every setting (and --config) to a FlagSet writing into s.
+func newFlagSet(s *settings, configFile *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("goalrun run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&s.until, "until", "", "the deterministic check, run with sh -c in the sandbox; exit 0 = goal met")
+	fs.StringVar(&s.inferUntil, "infer-until", "", "no check: a judge decides from this text (every pass is ungrounded)")
+	fs.StringVar(&s.judgeCmd, "judge-cmd", "", "a command that judges the goal by its exit code (with --infer-until)")
+	fs.StringVar(&s.agent, "agent", defaultAgent, "the agent: "+strings.Join(knownAgents, ", "))
+	fs.StringVar(&s.agentBin, "agent-bin", "", "the agent executable (for command: the shell command run each turn)")
+	fs.Var(listFlag{&s.agentArgs}, "agent-arg", "an extra argument for the agent (repeatable)")
+	fs.StringVar(&s.model, "model", "", "the model to ask the agent for")
+	fs.StringVar(&s.prompt, "prompt", "", "the task")
+	fs.StringVar(&s.promptFile, "prompt-file", "", "read the task from this file")
+	fs.IntVar(&s.maxIterations, "max-iterations", defaultMaxIterations, "agent turns at most")
+	fs.IntVar(&s.maxTurns, "max-turns", 0, "the agent's own turns per invocation (agents that support it)")
+	fs.DurationVar(&s.timeout, "timeout", defaultTimeout, "the whole run's wall clock")
+	fs.DurationVar(&s.stepTimeout, "step-timeout", defaultStepTimeout, "one agent turn or one check")
+	fs.Float64Var(&s.maxCostUSD, "max-cost-usd", 0, "stop when the reported cost exceeds this many US dollars")
+	fs.Int64Var(&s.maxTokens, "max-tokens", 0, "stop when input+output tokens exceed this")
+	fs.StringVar(&s.sandbox, "sandbox", defaultSandbox, "docker (required), auto (fall back to local with a notice), local")
+	fs.StringVar(&s.image, "image", "", "the sandbox image (docker)")
+	fs.StringVar(&s.network, "network", "", "none, egress, bridge, host (default egress for model-backed agents, none for command)")
+	fs.Var(listFlag{&s.allowHosts}, "allow-host", "add HOST[:PORT] to the egress allowlist (repeatable)")
+	fs.StringVar(&s.workspace, "workspace", string(sandbox.WorkspaceAuto), "how the workspace reaches the sandbox: bind, copy, auto (docker)")
+	fs.StringVar(&s.workdir, "workdir", "", "the workspace (default: the current directory)")
+	fs.BoolVar(&s.json, "json", false, "stdout = exactly one goalrun/1 document, stderr = JSONL events")
+	fs.StringVar(&s.output, "output", "", "also write the document to this file")
+	fs.StringVar(&s.events, "events", "", "also write the events (JSONL) to this file")
+	fs.BoolVar(&s.allowTestEdits, "allow-test-edits", false, "a pass after the agent edited the check's files may still conclude success")
+	fs.StringVar(configFile, "config", "", "YAML config file (default: "+defaultConfigFile+" in the workdir, if present)")
+	return fs
+}
+
+// fileConfig is the YAML config file: the same names as the flags.
+// Durations are strings such as "30m"; lists accept a single string too.
+type fileConfig struct {
+	Until          *string     `yaml:"until"`
+	InferUntil     *string     `yaml:"infer-until"`
+	JudgeCmd       *string     `yaml:"judge-cmd"`
+	Agent          *string     `yaml:"agent"`
+	AgentBin       *string     `yaml:"agent-bin"`
+	AgentArg       *stringList `yaml:"agent-arg"`
+	Model          *string     `yaml:"model"`
+	Prompt         *string     `yaml:"prompt"`
+	PromptFile     *string     `yaml:"prompt-file"`
+	MaxIterations  *int        `yaml:"max-iterations"`
+	MaxTurns       *int        `yaml:"max-turns"`
+	Timeout        *string     `yaml:"timeout"`
+	StepTimeout    *string     `yaml:"step-timeout"`
+	MaxCostUSD     *float64    `yaml:"max-cost-usd"`
+	MaxTokens      *int64      `yaml:"max-tokens"`
+	Sandbox        *string     `yaml:"sandbox"`
+	Image          *string     `yaml:"image"`
+	Network        *string     `yaml:"network"`
+	AllowHost      *stringList `yaml:"allow-host"`
+	Workspace      *string     `yaml:"workspace"`
+	Workdir        *string     `yaml:"workdir"`
+	JSON           *bool       `yaml:"json"`
+	Output         *string     `yaml:"output"`
+	Events         *string     `yaml:"events"`
+	AllowTestEdits *bool       `yaml:"allow-test-edits"`
+}
+
+// stringList is a YAML list of strings that also accepts one string.
+type stringList []string
+
+// UnmarshalYAML accepts a scalar or a sequence of scalars.
+func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*l = stringList{n.Value}
+		return nil
+	}
+	var v []string
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
+// loadedFile is a parsed config file: its settings, which keys it set and
+// on which line.
+type loadedFile struct {
+	path  string
+	s     settings
+	lines map[string]int // key → line
+}
+
+// startupError is a failure before any run existed: it becomes the
+// startup-error document (exit 2 for bad input, 3 for an unavailable
+// sandbox).
+type startupError struct {
+	code        string
+	message     string
+	suggestions []string
+}
+
+func (e *startupError) Error() string { return e.message }
+
+func badInput(format string, args ...any) *startupError {
+	return &startupError{code: report.ErrBadInput, message: fmt.Sprintf(format, args...)}
+}
+
+// unknownKeyRE matches yaml.v3's strict-mode message for an unknown key.
+var unknownKeyRE = regexp.MustCompile(`^line (\d+): field (\S+) not found in type`)
+
+// yamlLineRE matches yaml.v3's "line N: …" messages.
+var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// loadConfigFile reads and strictly decodes a YAML config file. Errors name
+// the file, the line and the key, and suggest the closest known key.
+func loadConfigFile(path string) (*loadedFile, *startupError) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, badInput("config file %s: %v", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFileBytes+1))
+	if err != nil {
+		return nil, badInput("config file %s: %v", path, err)
+	}
+	if len(data) > maxConfigFileBytes {
+		return nil, badInput("config file %s is larger than %d bytes; is it the right file?", path, maxConfigFileBytes)
+	}
+	lf := &loadedFile{path: path, lines: map[string]int{}}
+
+	// First pass: the node tree, for syntax errors and each key's line.
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) { // empty file: no settings
+			return lf, nil
+		}
+		return nil, yamlError(path, err)
+	}
+	doc := &root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind == yaml.ScalarNode && doc.Tag == "!!null" {
+		return lf, nil
+	}
+	if doc.Kind != yaml.MappingNode {
+		return nil, badInput("config file %s line %d: the file must be a mapping of settings (key: value), not a %s", path, doc.Line, nodeKind(doc))
+	}
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k := doc.Content[i]
+		if _, dup := lf.lines[k.Value]; dup {
+			return nil, badInput("config file %s line %d: key %q is set twice (first on line %d)", path, k.Line, k.Value, lf.lines[k.Value])
+		}
+		lf.lines[k.Value] = k.Line
+	}
+
+	// Second pass: strict decoding into the settings (unknown keys fail).
+	var fc fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil {
+		return nil, yamlError(path, err)
+	}
+	s := &lf.s
+	set := func(p *string, dst *string) {
+		if p != nil {
+			*dst = *p
+		}
+	}
+	set(fc.Until, &s.until)
+	set(fc.InferUntil, &s.inferUntil)
+	set(fc.JudgeCmd, &s.judgeCmd)
+	set(fc.Agent, &s.agent)
+	set(fc.AgentBin, &s.agentBin)
+	set(fc.Model, &s.model)
+	set(fc.Prompt, &s.prompt)
+	set(fc.PromptFile, &s.promptFile)
+	set(fc.Sandbox, &s.sandbox)
+	set(fc.Image, &s.image)
+	set(fc.Network, &s.network)
+	set(fc.Workspace, &s.workspace)
+	set(fc.Workdir, &s.workdir)
+	set(fc.Output, &s.output)
+	set(fc.Events, &s.events)
+	if fc.AgentArg != nil {
+		s.agentArgs = *fc.AgentArg
+	}
+	if fc.AllowHost != nil {
+		s.allowHosts = *fc.AllowHost
+	}
+	if fc.MaxIterations != nil {
+		s.maxIterations = *fc.MaxIterations
+	}
+	if fc.MaxTurns != nil {
+		s.maxTurns = *fc.MaxTurns
+	}
+	if fc.MaxCostUSD != nil {
+		s.maxCostUSD = *fc.MaxCostUSD
+	}
+	if fc.MaxTokens != nil {
+		s.maxTokens = *fc.MaxTokens
+	}
+	if fc.JSON != nil {
+		s.json = *fc.JSON
+	}
+	if fc.AllowTestEdits != nil {
+		s.allowTestEdits = *fc.AllowTestEdits
+	}
+	for _, d := range []struct {
+		key string
+		v   *string
+		dst *time.Duration
+	}{{"timeout", fc.Timeout, &s.timeout}, {"step-timeout", fc.StepTimeout, &s.stepTimeout}} {
+		if d.v == nil {
+			continue
+		}
+		v, err := time.ParseDuration(*d.v)
+		if err != nil {
+			return nil, badInput("config file %s line %d: %s: %q is not a duration; write it like 30m, 90s or 1h30m", path, lf.lines[d.key], d.key, *d.v)
+		}
+		*d.dst = v
+	}
+	// Relative paths in the file are relative to the file.
+	base := filepath.Dir(path)
+	for _, p := range []*string{&s.promptFile, &s.workdir, &s.output, &s.events} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(base, *p)
+		}
+	}
+	return lf, nil
+}
+
+// yamlError rewrites a yaml.v3 error so it names the file, the line and
+// (for an unknown key) the key and the closest known one.
+func yamlError(path string, err error) *startupError {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		var msgs []string
+		for _, m := range te.Errors {
+			if g := unknownKeyRE.FindStringSubmatch(m); g != nil {
+				msg := fmt.Sprintf("config file %s line %s: unknown key %q", path, g[1], g[2])
+				if near := closestKey(g[2]); near != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", near)
+				}
+				msgs = append(msgs, msg)
+				continue
+			}
+			if g := yamlLineRE.FindStringSubmatch(m); g != nil {
+				msgs = append(msgs, fmt.Sprintf("config file %s line %s: %s", path, g[1], g[2]))
+				continue
+			}
+			msgs = append(msgs, fmt.Sprintf("config file %s: %s", path, m))
+		}
+		return &startupError{code: report.ErrBadInput, message: strings.Join(msgs, "; "),
+			suggestions: []string{"Use only the documented keys; they are the run flags' names without the leading dashes."}}
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if g := yamlLineRE.FindStringSubmatch(msg); g != nil {
+		return badInput("config file %s line %s: %s", path, g[1], g[2])
+	}
+	return badInput("config file %s: %s", path, msg)
+}
+
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.ScalarNode:
+		return "single value"
+	case yaml.AliasNode:
+		return "alias"
+	}
+	return "document"
+}
+
+// closestKey returns the known key nearest to k (edit distance ≤ 3), or "".
+func closestKey(k string) string {
+	best, bestD := "", 4
+	for _, f := range fields {
+		if d := editDistance(k, f.name); d < bestD {
+			best, bestD = f.name, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// runConfig is a validated run: everything execute needs, as plain values.
+type runConfig struct {
+	settings
+	// task is the prompt text, from --prompt, --prompt-file or the
+	// positional arguments.
+	task string
+	// dir is the workspace, absolute.
+	dir string
+	// net is the resolved network mode.
+	net sandbox.Network
+	// configFile is the YAML file used ("" for none).
+	configFile string
+	// secrets are the secret values found in the environment (for the
+	// Redactor); agentSecrets those passed into agent steps by name.
+	secrets      map[string]string
+	agentSecrets map[string]string
+}
+
+// secretEnv names the environment variables whose values are secrets:
+// redacted everywhere, never given to check steps.
+var secretEnv = []string{
+	"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+	"OPENAI_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+	"GITHUB_TOKEN", "GH_TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+}
+
+// parseRunArgs parses `goalrun run` arguments and the YAML config file into
+// a validated runConfig. Flags win over the file; the file wins over the
+// defaults. getwd supplies the current directory (relative paths on the
+// command line are relative to it).
+//
+// Errors: flag.ErrHelp for -h/--help; otherwise a *startupError naming what
+// is wrong and where (the flag, or the file, line and key).
+func parseRunArgs(args []string, env lookupEnv, getwd func() (string, error)) (runConfig, error) {
+	var fl settings
+	var configFile string
+	fs := newFlagSet(&fl, &configFile)
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return runConfig{}, err
+		}
+		return runConfig{}, &startupError{code: report.ErrBadInput, message: "goalrun run: " + err.Error(),
+			suggestions: []string{"Run goalrun run --help for the flags."}}
+	}
+	flagSet := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { flagSet[f.Name] = true })
+
+	cwd, err := getwd()
+	if err != nil {
+		return runConfig{}, badInput("cannot read the current directory: %v", err)
+	}
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(cwd, p)
+	}
+	for _, p := range []*string{&fl.promptFile, &fl.workdir, &fl.output, &fl.events, &configFile} {
+		*p = abs(*p)
+	}
+
+	// The config file: --config, else .goalrun.yml in the workdir.
+	var lf *loadedFile
+	if configFile != "" {
+		l, serr := loadConfigFile(configFile)
+		if serr != nil {
+			return runConfig{}, serr
+		}
+		lf = l
+	} else {
+		wd := fl.workdir
+		if wd == "" {
+			wd = cwd
+		}
+		p := filepath.Join(wd, defaultConfigFile)
+		if _, err := os.Stat(p); err == nil {
+			l, serr := loadConfigFile(p)
+			if serr != nil {
+				return runConfig{}, serr
+			}
+			lf = l
+		}
+	}
+
+	s := defaults()
+	where := map[string]string{}
+	for _, f := range fields {
+		if lf != nil {
+			if line, ok := lf.lines[f.name]; ok {
+				f.copy(&s, &lf.s)
+				where[f.name] = fmt.Sprintf("%q in %s line %d", f.name, lf.path, line)
+			}
+		}
+		if flagSet[f.name] {
+			f.copy(&s, &fl)
+			where[f.name] = "--" + f.name
+		}
+	}
+	cfg := runConfig{settings: s}
+	if lf != nil {
+		cfg.configFile = lf.path
+	}
+	if len(positional) > 0 {
+		cfg.task = strings.Join(positional, " ")
+	}
+	if serr := validate(&cfg, where, len(positional) > 0, cwd, env); serr != nil {
+		return runConfig{}, serr
+	}
+	return cfg, nil
+}
+
+// parseInterleaved parses flags and positional arguments in any order; "--"
+// ends the flags.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return nil, err
+		}
+		rem := fs.Args()
+		consumed := len(rest) - len(rem)
+		if consumed > 0 && rest[consumed-1] == "--" {
+			return append(positional, rem...), nil
+		}
+		if len(rem) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, rem[0])
+		rest = rem[1:]
+	}
+}
+
+// validate checks the merged settings and resolves the derived values.
+// where names the source of each setting that was given ("--until" or
+// "\"until\" in FILE line N"); a setting not in where has its default.
+func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd string, env lookupEnv) *startupError {
+	src := func(name string) string {
+		if w, ok := where[name]; ok {
+			return w
+		}
+		return "--" + name
+	}
+	given := func(name string) bool { _, ok := where[name]; return ok }
+
+	// The goal.
+	if strings.TrimSpace(cfg.until) == "" && strings.TrimSpace(cfg.inferUntil) == "" {
+		return &startupError{code: report.ErrBadInput,
+			message:     "no goal: give a check with --until (for example a test command) or a goal text with --infer-until",
+			suggestions: []string{"Set until to the command that exits 0 when the goal is met, such as the project's test command."}}
+	}
+	if given("until") && strings.TrimSpace(cfg.until) == "" {
+		return badInput("%s is empty: the check must be a command", src("until"))
+	}
+
+	// The task.
+	sources := 0
+	for _, n := range []string{"prompt", "prompt-file"} {
+		if given(n) {
+			sources++
+		}
+	}
+	if hasPositional {
+		sources++
+	}
+	if sources > 1 {
+		return badInput("the task is given more than once (--prompt, --prompt-file and positional arguments exclude each other); give it one way")
+	}
+	switch {
+	case given("prompt"):
+		cfg.task = cfg.prompt
+	case given("prompt-file"):
+		b, err := readCapped(cfg.promptFile, maxPromptFileBytes)
+		if err != nil {
+			return badInput("%s: %v", src("prompt-file"), err)
+		}
+		cfg.task = string(b)
+	}
+
+	// The agent.
+	if !contains(knownAgents, cfg.agent) {
+		return &startupError{code: report.ErrAgentNotFound,
+			message:     fmt.Sprintf("%s: unknown agent %q; known agents: %s", src("agent"), cfg.agent, strings.Join(knownAgents, ", ")),
+			suggestions: []string{"Choose one of the known agents, or run any program with the command agent and agent-bin."}}
+	}
+	if cfg.agent == "command" && strings.TrimSpace(cfg.agentBin) == "" {
+		return badInput("--agent command needs --agent-bin: the shell command to run each turn")
+	}
+	if cfg.agent == "command" && cfg.maxTurns != 0 {
+		return badInput("%s: the command agent has no turns of its own to limit; drop it or use an agent CLI that supports it", src("max-turns"))
+	}
+
+	// Limits.
+	if cfg.maxIterations < 1 || cfg.maxIterations > maxIterationsLimit {
+		return badInput("%s %d: must be between 1 and %d", src("max-iterations"), cfg.maxIterations, maxIterationsLimit)
+	}
+	if cfg.maxTurns < 0 {
+		return badInput("%s %d: must not be negative", src("max-turns"), cfg.maxTurns)
+	}
+	if cfg.timeout <= 0 {
+		return badInput("%s %s: must be positive", src("timeout"), cfg.timeout)
+	}
+	if cfg.stepTimeout <= 0 {
+		return badInput("%s %s: must be positive", src("step-timeout"), cfg.stepTimeout)
+	}
+	if cfg.maxCostUSD < 0 {
+		return badInput("%s %g: must not be negative", src("max-cost-usd"), cfg.maxCostUSD)
+	}
+	if cfg.maxTokens < 0 {
+		return badInput("%s %d: must not be negative", src("max-tokens"), cfg.maxTokens)
+	}
+
+	// The sandbox.
+	if !contains(sandboxModes, cfg.sandbox) {
+		return badInput("%s %q: must be one of %s", src("sandbox"), cfg.sandbox, strings.Join(sandboxModes, ", "))
+	}
+	if !contains(workspaceModes, cfg.workspace) {
+		return badInput("%s %q: must be one of %s", src("workspace"), cfg.workspace, strings.Join(workspaceModes, ", "))
+	}
+	switch {
+	case cfg.network == "" && cfg.sandbox == "local":
+		cfg.net = sandbox.NetworkHost
+	case cfg.network == "" && cfg.agent == "command":
+		cfg.net = sandbox.NetworkNone
+	case cfg.network == "":
+		cfg.net = sandbox.NetworkEgress
+	default:
+		cfg.net = sandbox.Network(cfg.network)
+		if !contains(networkNames(), cfg.network) {
+			return badInput("%s %q: must be one of %s", src("network"), cfg.network, strings.Join(networkNames(), ", "))
+		}
+	}
+	if cfg.sandbox == "local" {
+		// The host cannot enforce what a container would: refuse rather
+		// than silently ignore.
+		if cfg.net != sandbox.NetworkHost {
+			return badInput("%s %s cannot be enforced with --sandbox local, which runs on the host's network; use --sandbox docker, or leave the network unset", src("network"), cfg.net)
+		}
+		if given("image") {
+			return badInput("%s applies to the Docker sandbox; --sandbox local runs on the host", src("image"))
+		}
+		if given("workspace") && cfg.workspace != string(sandbox.WorkspaceAuto) {
+			return badInput("%s applies to the Docker sandbox; --sandbox local works in the workdir itself", src("workspace"))
+		}
+	}
+	for _, h := range cfg.allowHosts {
+		if err := checkHostPort(h); err != nil {
+			return badInput("%s %q: %v", src("allow-host"), h, err)
+		}
+	}
+	if len(cfg.allowHosts) > 0 && cfg.net != sandbox.NetworkEgress {
+		return badInput("%s only applies to --network egress (the network is %s)", src("allow-host"), cfg.net)
+	}
+
+	// The workspace.
+	wd := cfg.workdir
+	if wd == "" {
+		wd = cwd
+	}
+	st, err := os.Stat(wd)
+	if err != nil {
+		return badInput("%s: %v", src("workdir"), err)
+	}
+	if !st.IsDir() {
+		return badInput("%s %s is not a directory", src("workdir"), wd)
+	}
+	cfg.dir = wd
+
+	// Secrets from the environment.
+	cfg.secrets = map[string]string{}
+	for _, k := range secretEnv {
+		if v, ok := env(k); ok && v != "" {
+			cfg.secrets[k] = v
+		}
+	}
+	cfg.agentSecrets = map[string]string{}
+	return nil
+}
+
+func networkNames() []string {
+	out := make([]string, len(sandbox.Networks))
+	for i, n := range sandbox.Networks {
+		out[i] = string(n)
+	}
+	return out
+}
+
+// checkHostPort validates an allowlist entry: HOST or HOST:PORT, a DNS name
+// (no scheme, no path), port 1..65535.
+func checkHostPort(s string) error {
+	if strings.Contains(s, "://") || strings.ContainsAny(s, "/ \t") {
+		return errors.New("give a host name with an optional port, without scheme or path, like api.example.com:443")
+	}
+	host, port := s, ""
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		host, port = h, p
+	}
+	if host == "" {
+		return errors.New("the host is empty")
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q must be a number from 1 to 65535", port)
+		}
+	}
+	return nil
+}
+
+// readCapped reads a file of at most max bytes.
+func readCapped(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return b, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// flagNames lists the run flags (for tests and help).
+func flagNames() []string {
+	var s settings
+	var c string
+	var names []string
+	newFlagSet(&s, &c).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,574 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/report/reporttest"
+)
+
+// goalrunBin is the goalrun binary built once for the whole package, so the
+// end-to-end tests exercise the real program: flags, signals, exit codes,
+// stdout and stderr.
+var goalrunBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "goalrun-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	goalrunBin = filepath.Join(dir, "goalrun")
+	build := exec.Command("go", "build", "-o", goalrunBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building goalrun:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// guard bounds a whole goalrun invocation in these tests: a hang guard, not
+// a timing assertion.
+const guard = 2 * time.Minute
+
+// result is one goalrun invocation.
+type result struct {
+	code           int
+	stdout, stderr []byte
+}
+
+// goalrun runs the binary in dir with args and env (added to a minimal
+// environment: PATH, HOME and Go's caches, so `go test` checks work).
+func goalrun(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goalrunBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(baseEnv(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("running goalrun: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("goalrun %q did not end within %s", args, guard)
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: out.Bytes(), stderr: errb.Bytes()}
+}
+
+func baseEnv() []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "GOCACHE", "GOMODCACHE", "GOPATH", "GOROOT", "GOFLAGS", "GOPROXY", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env, "GOTOOLCHAIN=local")
+}
+
+// doc decodes and schema-validates the one document on stdout.
+func (r result) doc(t *testing.T) map[string]any {
+	t.Helper()
+	b := bytes.TrimSuffix(r.stdout, []byte("\n"))
+	if bytes.Count(b, []byte("\n")) != 0 {
+		t.Fatalf("stdout is not exactly one document line:\n%s", r.stdout)
+	}
+	reporttest.Validate(t, b)
+	var d map[string]any
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
+	}
+	return d
+}
+
+// events decodes stderr as JSONL events and checks the stream's invariant:
+// every line an event, exactly one terminal event, and it is the last.
+func (r result) events(t *testing.T) []report.Event {
+	t.Helper()
+	var evs []report.Event
+	sc := bufio.NewScanner(bytes.NewReader(r.stderr))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var e report.Event
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("stderr line is not an event: %v\n%s", err, sc.Text())
+		}
+		evs = append(evs, e)
+	}
+	terminal := 0
+	for _, e := range evs {
+		if e.Type == report.EventCompleted || e.Type == report.EventFailed {
+			terminal++
+		}
+	}
+	if terminal != 1 || len(evs) == 0 || (evs[len(evs)-1].Type != report.EventCompleted && evs[len(evs)-1].Type != report.EventFailed) {
+		t.Fatalf("want exactly one terminal event, last; got %d in:\n%s", terminal, r.stderr)
+	}
+	return evs
+}
+
+func countType(evs []report.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// get reads a nested value: get(d, "goal", "passed").
+func get(d map[string]any, path ...string) any {
+	var v any = d
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+// demoWorkspace copies examples/demo to a temporary directory.
+func demoWorkspace(t *testing.T) string {
+	t.Helper()
+	dst := t.TempDir()
+	src := filepath.Join("..", "..", "examples", "demo")
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, info.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// TestDemo is issue 2's first "Must show": the demo ends passed and
+// grounded. Its fix script fixes one bug per turn on purpose (see
+// examples/demo/fix.sh), so the loop takes 2 iterations.
+func TestDemo(t *testing.T) {
+	ws := demoWorkspace(t)
+	r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command",
+		"--agent-bin", "./fix.sh", "--until", "go test ./...", "Fix the failing tests.")
+	d := r.doc(t)
+	evs := r.events(t)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	for path, want := range map[string]any{
+		"status": "success", "conclusion": "success",
+		"goal/passed": true, "goal/grounded": true, "goal/iterations": 2.0, "goal/halt": nil,
+		"sandbox/mode": "local", "sandbox/network": "host", "receipts/total": 2.0,
+	} {
+		if got := get(d, strings.Split(path, "/")...); got != want {
+			t.Errorf("%s = %v, want %v", path, got, want)
+		}
+	}
+	its, _ := d["iterations"].([]any)
+	if len(its) != 3 {
+		t.Fatalf("%d iterations, want 3 (check #0 and two turns)", len(its))
+	}
+	if tail, _ := get(its[0].(map[string]any), "check", "tail").(string); !strings.Contains(tail, "FAIL") {
+		t.Errorf("iteration 0's tail does not show the failure: %q", tail)
+	}
+	if n := countType(evs, report.EventAgentStarted); n != 2 {
+		t.Errorf("%d agent_started events, want 2", n)
+	}
+	if n := countType(evs, report.EventGoalEvaluated); n != 3 {
+		t.Errorf("%d goal_evaluated events, want 3", n)
+	}
+	if evs[len(evs)-1].Type != report.EventCompleted {
+		t.Errorf("terminal event %q, want completed", evs[len(evs)-1].Type)
+	}
+	if src, _ := os.ReadFile(filepath.Join("..", "..", "examples", "demo", "calc.go")); !bytes.Contains(src, []byte("for i := 1;")) {
+		t.Errorf("the repository's examples/demo/calc.go lost its bug: the demo must run on a copy")
+	}
+	if fixed, _ := os.ReadFile(filepath.Join(ws, "calc.go")); bytes.Contains(fixed, []byte("bug:")) {
+		t.Errorf("the workspace copy still has a bug comment:\n%s", fixed)
+	}
+}
+
+func TestAlreadyPassingCheckNeverStartsTheAgent(t *testing.T) {
+	ws := t.TempDir()
+	r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command",
+		"--agent-bin", "touch agent-ran", "--until", "true")
+	d := r.doc(t)
+	evs := r.events(t)
+	if r.code != 0 || get(d, "goal", "passed") != true || get(d, "goal", "grounded") != true || get(d, "goal", "iterations") != 0.0 {
+		t.Fatalf("exit %d goal %v", r.code, d["goal"])
+	}
+	if exists(filepath.Join(ws, "agent-ran")) {
+		t.Errorf("the agent command ran")
+	}
+	if n := countType(evs, report.EventAgentStarted); n != 0 {
+		t.Errorf("%d agent_started events", n)
+	}
+}
+
+func TestNeverFixingAgentHaltsAtMaxIterations(t *testing.T) {
+	ws := t.TempDir()
+	r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command",
+		"--agent-bin", "echo turn $GOALRUN_ITERATION >> turns; echo I tried", "--until", "echo still failing; exit 1")
+	d := r.doc(t)
+	r.events(t)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.code, r.stdout)
+	}
+	if get(d, "goal", "halt") != report.HaltMaxIterations || get(d, "goal", "iterations") != 5.0 || get(d, "status") != "success" {
+		t.Errorf("goal %v status %v", d["goal"], d["status"])
+	}
+	its, _ := d["iterations"].([]any)
+	if len(its) != 6 || get(d, "iterations_omitted") != 0.0 {
+		t.Fatalf("%d iterations recorded (omitted %v), want all 6 (check #0 and 5 turns)", len(its), d["iterations_omitted"])
+	}
+	for i, it := range its {
+		m := it.(map[string]any)
+		if m["n"] != float64(i) || get(m, "check", "exit_code") != 1.0 || (i > 0 && get(m, "agent", "status") != "success") {
+			t.Errorf("iteration %d: %v", i, m)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "turns")); strings.Count(string(b), "turn") != 5 {
+		t.Errorf("the agent ran %d times, want 5", strings.Count(string(b), "turn"))
+	}
+}
+
+func TestCheckNotRunnable(t *testing.T) {
+	ws := t.TempDir()
+	r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command",
+		"--agent-bin", "touch agent-ran", "--until", "no-such-cmd")
+	d := r.doc(t)
+	evs := r.events(t)
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3", r.code)
+	}
+	if d["error"] != report.ErrCheckNotRunnable || get(d, "goal", "iterations") != 0.0 {
+		t.Errorf("error %v goal %v", d["error"], d["goal"])
+	}
+	if msg, _ := d["message"].(string); !strings.Contains(msg, "no-such-cmd") {
+		t.Errorf("message does not name the check: %q", msg)
+	}
+	if exists(filepath.Join(ws, "agent-ran")) || countType(evs, report.EventAgentStarted) != 0 {
+		t.Errorf("an agent turn was spent on a check that cannot run")
+	}
+}
+
+// TestSIGTERMDuringAgentStep: the agent ignores SIGTERM and sleeps; goalrun
+// gets SIGTERM once the agent runs, and must write one cancelled document
+// and one terminal event and exit 130 within the 5 seconds architecture.md
+// allows (the deadline is the spec's own bound, enforced with a context).
+func TestSIGTERMDuringAgentStep(t *testing.T) {
+	ws := t.TempDir()
+	cmd := exec.Command(goalrunBin, "run", "--json", "--sandbox", "local", "--agent", "command",
+		"--agent-bin", "trap '' TERM; touch agent-started; sleep 300; touch agent-finished", "--until", "false")
+	cmd.Dir = ws
+	cmd.Env = baseEnv()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(guard)
+	for !exists(filepath.Join(ws, "agent-started")) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never started; stderr:\n%s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("goalrun did not exit within 5 s of SIGTERM; stderr:\n%s", errb.String())
+	}
+	r := result{code: cmd.ProcessState.ExitCode(), stdout: out.Bytes(), stderr: errb.Bytes()}
+	d := r.doc(t)
+	evs := r.events(t)
+	if r.code != 130 {
+		t.Errorf("exit %d, want 130", r.code)
+	}
+	if d["status"] != report.StatusCancelled || d["conclusion"] != report.ConclusionCancelled || get(d, "goal", "halt") != report.HaltInterrupted {
+		t.Errorf("status %v conclusion %v goal %v", d["status"], d["conclusion"], d["goal"])
+	}
+	if last := evs[len(evs)-1]; last.Type != report.EventFailed || last.Data["status"] != report.StatusCancelled {
+		t.Errorf("terminal event %+v", last)
+	}
+	if exists(filepath.Join(ws, "agent-finished")) {
+		t.Errorf("the agent step was not stopped")
+	}
+}
+
+// TestStartupErrors: bad flags and bad YAML exit 2 with the startup-error
+// shape (JSON mode) naming what is wrong, or a readable error (human mode).
+func TestStartupErrors(t *testing.T) {
+	cases := []struct {
+		name  string
+		yaml  string // .goalrun.yml in the workdir, if any
+		args  []string
+		code  int
+		error string
+		want  []string // in the message
+	}{
+		{"unknown flag", "", []string{"--frobnicate"}, 2, report.ErrBadInput, []string{"frobnicate"}},
+		{"no goal", "", []string{"--agent", "command", "--agent-bin", "x"}, 2, report.ErrBadInput, []string{"--until"}},
+		{"zero iterations", "", []string{"--until", "true", "--max-iterations", "0"}, 2, report.ErrBadInput, []string{"--max-iterations", "0"}},
+		{"bad duration", "", []string{"--until", "true", "--timeout", "soon"}, 2, report.ErrBadInput, []string{"timeout"}},
+		{"unknown agent", "", []string{"--until", "true", "--agent", "hal9000"}, 2, report.ErrAgentNotFound, []string{"hal9000", "command"}},
+		{"command without bin", "", []string{"--until", "true", "--agent", "command"}, 2, report.ErrBadInput, []string{"--agent-bin"}},
+		{"bad sandbox", "", []string{"--until", "true", "--sandbox", "podman"}, 2, report.ErrBadInput, []string{"--sandbox", "podman"}},
+		{"bad network", "", []string{"--until", "true", "--network", "wifi"}, 2, report.ErrBadInput, []string{"--network", "wifi"}},
+		{"network the host cannot enforce", "", []string{"--until", "true", "--sandbox", "local", "--network", "none"}, 2, report.ErrBadInput, []string{"--network", "local"}},
+		{"allow-host with a scheme", "", []string{"--until", "true", "--allow-host", "https://api.example.com"}, 2, report.ErrBadInput, []string{"--allow-host", "scheme"}},
+		{"two task sources", "", []string{"--until", "true", "--prompt", "a", "b"}, 2, report.ErrBadInput, []string{"more than once"}},
+		{"missing prompt file", "", []string{"--until", "true", "--prompt-file", "nope.txt"}, 2, report.ErrBadInput, []string{"--prompt-file", "nope.txt"}},
+		{"yaml unknown key", "until: go test ./...\nmax-iteration: 3\n", nil, 2, report.ErrBadInput,
+			[]string{".goalrun.yml", "line 2", `unknown key "max-iteration"`, `did you mean "max-iterations"`}},
+		{"yaml wrong type", "until: go test ./...\nmax-iterations: many\n", nil, 2, report.ErrBadInput,
+			[]string{".goalrun.yml", "line 2", "many"}},
+		{"yaml syntax", "until: [go test\n", nil, 2, report.ErrBadInput, []string{".goalrun.yml", "line"}},
+		{"yaml bad duration", "until: x\ntimeout: 5 minutes\n", nil, 2, report.ErrBadInput, []string{".goalrun.yml", "line 2", "timeout", "30m"}},
+		{"yaml not a mapping", "- until\n", nil, 2, report.ErrBadInput, []string{".goalrun.yml", "mapping"}},
+		{"yaml bad value names file and line", "until: x\nsandbox: lxc\n", nil, 2, report.ErrBadInput, []string{`"sandbox"`, ".goalrun.yml line 2", "lxc"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := t.TempDir()
+			if tc.yaml != "" {
+				if err := os.WriteFile(filepath.Join(ws, ".goalrun.yml"), []byte(tc.yaml), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Run("json", func(t *testing.T) {
+				r := goalrun(t, ws, nil, append([]string{"run", "--json"}, tc.args...)...)
+				d := r.doc(t)
+				evs := r.events(t)
+				if r.code != tc.code {
+					t.Errorf("exit %d, want %d", r.code, tc.code)
+				}
+				if d["status"] != "error" || d["conclusion"] != "failure" || d["error"] != tc.error {
+					t.Errorf("status %v conclusion %v error %v", d["status"], d["conclusion"], d["error"])
+				}
+				for _, k := range []string{"goal", "sandbox", "iterations", "summary"} {
+					if _, ok := d[k]; ok {
+						t.Errorf("startup-error document has %q", k)
+					}
+				}
+				msg, _ := d["message"].(string)
+				for _, w := range tc.want {
+					if !strings.Contains(msg, w) {
+						t.Errorf("message %q does not name %q", msg, w)
+					}
+				}
+				if sugg, _ := d["suggestions"].([]any); len(sugg) == 0 {
+					t.Errorf("no suggestions")
+				}
+				if len(evs) != 1 || evs[0].Type != report.EventFailed {
+					t.Errorf("events %+v, want exactly one failed event", evs)
+				}
+			})
+			t.Run("human", func(t *testing.T) {
+				r := goalrun(t, ws, nil, append([]string{"run"}, tc.args...)...)
+				if r.code != tc.code || len(r.stdout) != 0 {
+					t.Errorf("exit %d stdout %q, want %d and nothing", r.code, r.stdout, tc.code)
+				}
+				for _, w := range tc.want {
+					if !bytes.Contains(r.stderr, []byte(w)) {
+						t.Errorf("stderr %q does not name %q", r.stderr, w)
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestConfigFileAndFlagPrecedence(t *testing.T) {
+	ws := t.TempDir()
+	cfg := "until: exit 1\nagent: command\nagent-bin: echo x >> turns\nmax-iterations: 4\nsandbox: local\njson: true\n"
+	if err := os.WriteFile(filepath.Join(ws, ".goalrun.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("file alone", func(t *testing.T) {
+		r := goalrun(t, ws, nil, "run")
+		d := r.doc(t)
+		if r.code != 1 || get(d, "goal", "iterations") != 4.0 || get(d, "goal", "check") != "exit 1" {
+			t.Errorf("exit %d goal %v", r.code, d["goal"])
+		}
+	})
+	t.Run("flag wins", func(t *testing.T) {
+		r := goalrun(t, ws, nil, "run", "--max-iterations", "2", "--until", "test -e never")
+		d := r.doc(t)
+		if get(d, "goal", "iterations") != 2.0 || get(d, "goal", "check") != "test -e never" {
+			t.Errorf("goal %v, want the flags' values", d["goal"])
+		}
+	})
+	t.Run("--config elsewhere", func(t *testing.T) {
+		other := filepath.Join(t.TempDir(), "ci.yml")
+		if err := os.WriteFile(other, []byte("until: \"true\"\nagent: command\nagent-bin: \"true\"\nsandbox: local\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := goalrun(t, ws, nil, "run", "--json", "--config", other)
+		d := r.doc(t)
+		if r.code != 0 || get(d, "goal", "check") != "true" {
+			t.Errorf("exit %d goal %v", r.code, d["goal"])
+		}
+	})
+}
+
+func TestOutputAndEventsFiles(t *testing.T) {
+	ws := t.TempDir()
+	out := filepath.Join(t.TempDir(), "doc.json")
+	evf := filepath.Join(t.TempDir(), "events.jsonl")
+	r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--agent-bin", "touch ok",
+		"--until", "test -e ok", "--output", out, "--events", evf)
+	r.doc(t)
+	fileDoc, err := os.ReadFile(out)
+	if err != nil || !bytes.Equal(fileDoc, r.stdout) {
+		t.Errorf("--output holds %q (%v), want stdout's document", fileDoc, err)
+	}
+	fileEvents, err := os.ReadFile(evf)
+	if err != nil || !bytes.Equal(fileEvents, r.stderr) {
+		t.Errorf("--events differs from stderr's events (%v)", err)
+	}
+}
+
+func TestHumanMode(t *testing.T) {
+	ws := t.TempDir()
+	r := goalrun(t, ws, nil, "run", "--sandbox", "local", "--agent", "command", "--agent-bin", "touch ok; echo all fixed",
+		"--until", "test -e ok")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !bytes.Contains(r.stdout, []byte("goal met · grounded")) || !bytes.Contains(r.stdout, []byte("all fixed")) {
+		t.Errorf("short result:\n%s", r.stdout)
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(r.stderr), []byte("{")) || !bytes.Contains(r.stderr, []byte("check #0")) {
+		t.Errorf("progress view:\n%s", r.stderr)
+	}
+}
+
+// TestHugeMultibyteSummary: an agent that prints 10 MB of multi-byte text;
+// the document's summary keeps its end, at most 4096 bytes plus the marker,
+// whose numbers are right, and stays valid UTF-8.
+func TestHugeMultibyteSummary(t *testing.T) {
+	ws := t.TempDir()
+	// 64 lines of 100 × "é€😀" (9 bytes) each → a 57664-byte block; 182 blocks.
+	line := strings.Repeat("é€😀", 100)
+	var block strings.Builder
+	for i := 0; i < 64; i++ {
+		block.WriteString(line + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(ws, "block"), []byte(block.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const blocks = 182
+	total := blocks*block.Len() - 1 // the summary is the output without its final newline
+	r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command",
+		"--agent-bin", fmt.Sprintf("touch ok; i=0; while [ $i -lt %d ]; do cat block; i=$((i+1)); done", blocks),
+		"--until", "test -e ok")
+	d := r.doc(t)
+	if r.code != 0 {
+		t.Fatalf("exit %d", r.code)
+	}
+	s, _ := d["summary"].(string)
+	if !utf8.ValidString(s) {
+		t.Fatal("summary is not valid UTF-8")
+	}
+	marker := fmt.Sprintf("of %d bytes shown; ", total)
+	if !strings.HasPrefix(s, "…[truncated: ") || !strings.Contains(s, marker) {
+		t.Errorf("summary does not start with a marker stating %d bytes: %.120q", total, s)
+	}
+	_, kept, _ := strings.Cut(s, " elided]…")
+	if len(kept) > report.SummaryCap || len(s) > report.SummaryCap+report.MarkerMaxBytes {
+		t.Errorf("summary keeps %d bytes (%d with the marker)", len(kept), len(s))
+	}
+	shown := fmt.Sprintf("…[truncated: %d of %d bytes shown; %d elided]…", len(kept), total, total-len(kept))
+	if !strings.HasPrefix(s, shown) {
+		t.Errorf("marker %.90q, want %q", s, shown)
+	}
+	if !strings.HasSuffix(s, "😀") {
+		t.Errorf("summary does not keep the end of the output")
+	}
+}
+
+func TestSecretsAreRedacted(t *testing.T) {
+	ws := t.TempDir()
+	const secret = "sk-ant-api03-very-secret-value-0123456789"
+	r := goalrun(t, ws, []string{"ANTHROPIC_API_KEY=" + secret}, "run", "--json", "--sandbox", "local",
+		"--agent", "command", "--agent-bin", `echo "$GOALRUN_PROMPT"; env; touch ok`, "--until", "echo ${ANTHROPIC_API_KEY:-unset}; test -e ok",
+		"Use the key "+secret+" to fix it.")
+	r.doc(t)
+	r.events(t)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stdout)
+	}
+	if bytes.Contains(r.stdout, []byte(secret)) || bytes.Contains(r.stderr, []byte(secret)) {
+		t.Errorf("the secret's value reached the document or the events")
+	}
+	if !bytes.Contains(r.stdout, []byte("***")) {
+		t.Errorf("no redaction marker in the document: the prompt echo should have been redacted")
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	r := goalrun(t, t.TempDir(), nil, "version")
+	if r.code != 0 || !bytes.HasPrefix(r.stdout, []byte("goalrun ")) || !bytes.Contains(r.stdout, []byte(runtime.Version())) {
+		t.Errorf("version: exit %d %q", r.code, r.stdout)
+	}
+	r = goalrun(t, t.TempDir(), nil, "run", "--help")
+	if r.code != 0 {
+		t.Errorf("run --help exit %d", r.code)
+	}
+	for _, name := range flagNames() {
+		if !bytes.Contains(r.stdout, []byte("-"+name)) {
+			t.Errorf("run --help does not list -%s", name)
+		}
+	}
+}
