@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// quickStart returns the commands of README.md's quick start: the lines of
+// the first ```sh block under "## Quick start".
+func quickStart(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "## Quick start")
+	if !ok {
+		t.Fatal(`README.md has no "## Quick start" section`)
+	}
+	_, rest, ok = strings.Cut(rest, "```sh\n")
+	if !ok {
+		t.Fatal("the quick start has no ```sh block")
+	}
+	block, _, _ := strings.Cut(rest, "```")
+	var cmds []string
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			cmds = append(cmds, l)
+		}
+	}
+	return cmds
+}
+
+// TestReadmeQuickStart keeps the README honest: exactly two commands, the
+// second runs the tests, and the first — the demo — works as written.
+func TestReadmeQuickStart(t *testing.T) {
+	cmds := quickStart(t)
+	if len(cmds) != 2 {
+		t.Fatalf("the quick start has %d commands, want exactly 2 (the demo, the tests): %q", len(cmds), cmds)
+	}
+	if cmds[1] != "bash .ci/run" {
+		t.Errorf("the second command is %q, want %q", cmds[1], "bash .ci/run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", cmds[0])
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = baseEnv()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the demo command failed: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+	}
+	if want := "goal met · grounded · 2 iterations · conclusion success"; !strings.Contains(out.String(), want) {
+		t.Errorf("the demo's result lacks %q:\n%s", want, out.String())
+	}
+}
