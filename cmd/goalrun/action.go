@@ -2,12 +2,513 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	gh "github.com/google/go-github/v75/github"
+	"github.com/sethvargo/go-githubactions"
+
+	"github.com/goalrun/goalrun/report"
+	ghsink "github.com/goalrun/goalrun/report/github"
 )
 
-// PLACEHOLDER(owner: see prompt) — replaced by the real implementation.
+// actionInput is one input of action.yml. flag is the `goalrun run` flag it
+// maps to ("" for inputs only the action uses); how says how the value
+// becomes flags.
+type actionInput struct {
+	name string
+	flag string
+	how  inputKind
+}
+
+type inputKind int
+
+const (
+	asIs       inputKind = iota // one flag with the value
+	perLine                     // one flag per non-empty line
+	perItem                     // one flag per item, split on newlines and commas
+	minutes                     // a whole number of minutes → --timeout=Nm
+	workspace                   // a path inside GITHUB_WORKSPACE → --workdir
+	actionOnly                  // read by the action itself
+)
+
+// actionInputs lists every input of action.yml, in its order. A test keeps
+// it, action.yml and README.md's table identical.
+var actionInputs = []actionInput{
+	{"agent", "agent", asIs},
+	{"agent-bin", "agent-bin", asIs},
+	{"prompt", "prompt", asIs},
+	{"prompt-file", "prompt-file", asIs},
+	{"until", "until", asIs},
+	{"infer-until", "infer-until", asIs},
+	{"max-iterations", "max-iterations", asIs},
+	{"timeout-minutes", "timeout", minutes},
+	{"max-cost-usd", "max-cost-usd", asIs},
+	{"sandbox", "sandbox", asIs},
+	{"image", "image", asIs},
+	{"network", "network", asIs},
+	{"allow-hosts", "allow-host", perItem},
+	{"model", "model", asIs},
+	{"agent-args", "agent-arg", perLine},
+	{"working-directory", "workdir", workspace},
+	{"config", "config", asIs},
+	{"github-token", "", actionOnly},
+	{"check-name", "", actionOnly},
+	{"comment", "", actionOnly},
+	{"open-pr", "", actionOnly},
+	{"pr-branch-prefix", "", actionOnly},
+	{"base-branch", "", actionOnly},
+	{"trigger-phrase", "", actionOnly},
+	{"allowed-bots", "", actionOnly},
+}
+
+// publishTimeout bounds reporting to GitHub after the run; publishGrace
+// does after an interruption (the document must be out within seconds).
+const (
+	publishTimeout = 2 * time.Minute
+	publishGrace   = 4 * time.Second
+)
+
+// actionEnviron lists the process environment, to find INPUT_* variables
+// action.yml does not declare (a lookupEnv cannot enumerate).
+var actionEnviron = os.Environ
+
+// actionCmd is `goalrun action`, the container action's entry point: it
+// reads the inputs (INPUT_*) and the workflow context (GITHUB_*, the event
+// payload), maps the inputs to the same validated configuration as `goalrun
+// run`, runs the same engine with a live check run, and then publishes the
+// document: check run, pull request comment, fix pull request, job summary,
+// step outputs. A failing GitHub destination is a warning; the exit code is
+// decided by the run alone (0 met, 1 not met, 2 bad input, 3 failed, 130
+// interrupted). Comment events that do not trigger a run exit 0.
 func actionCmd(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "goalrun: action is being built")
-	return exitRunFailed
+	getenv := func(k string) string { v, _ := env(k); return v }
+	log := ghsink.NewLog(stdout)
+	defer log.Close()
+	a := githubactions.New(githubactions.WithGetenv(getenv), githubactions.WithWriter(log.Commands()))
+	act := &action{ctx: ctx, env: env, getenv: getenv, log: log, gha: a}
+	if len(args) > 0 && args[0] != "" {
+		a.Errorf("goalrun action takes no arguments (got %q); it reads the action's inputs from INPUT_* variables", args[0])
+		return exitBadInput
+	}
+	return act.run()
+}
+
+// action is one `goalrun action` invocation.
+type action struct {
+	ctx    context.Context
+	env    lookupEnv
+	getenv func(string) string
+	log    *ghsink.Log
+	gha    *githubactions.Action
+
+	ev       *ghsink.Event
+	client   *gh.Client
+	notes    []string // failures shown above the report in the job summary
+	outputs  bool     // GITHUB_OUTPUT is usable
+	summary  bool     // GITHUB_STEP_SUMMARY is usable
+	docPath  string   // where the document is written (container path)
+	docShown string   // the document path as later steps see it
+}
+
+func (a *action) input(name string) string { return a.gha.GetInput(name) }
+
+// warn issues a ::warning:: and remembers it for the job summary.
+func (a *action) warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	a.gha.Warningf("%s", msg)
+	a.notes = append(a.notes, msg)
+}
+
+func (a *action) run() int {
+	probs := ghsink.CheckFileCommands(a.getenv)
+	for name, err := range probs {
+		a.gha.Warningf("%v: the %s will not be written", err, map[string]string{
+			"GITHUB_OUTPUT": "step outputs", "GITHUB_STEP_SUMMARY": "job summary"}[name])
+	}
+	a.outputs, a.summary = probs["GITHUB_OUTPUT"] == nil, probs["GITHUB_STEP_SUMMARY"] == nil
+
+	token := a.input("github-token")
+	ghsink.Mask(a.gha, token)
+	a.docPath, a.docShown = documentPath(a.getenv, a.input("check-name"))
+
+	if err := a.checkInputs(); err != nil {
+		return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error(),
+			"Check the step's with: block against the inputs documented in action.yml."))
+	}
+	ev, err := a.event()
+	if err != nil {
+		return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error(),
+			"Run goalrun action inside a GitHub Actions job, where GITHUB_EVENT_NAME, GITHUB_EVENT_PATH and GITHUB_REPOSITORY are set."))
+	}
+	a.ev = ev
+	if token != "" {
+		c, err := ghsink.NewClient(a.getenv("GITHUB_API_URL"), token, nil)
+		if err != nil {
+			return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error()))
+		}
+		a.client = c
+	} else {
+		a.warn("github-token is empty: no check run, comment or pull request will be made")
+	}
+
+	// Comment commands: /goalrun from someone with write access, or nothing.
+	prompt := a.input("prompt")
+	if ev.Comment != nil {
+		d := ghsink.Trigger{Phrase: a.input("trigger-phrase"), AllowedBots: splitItems(a.input("allowed-bots"))}.Decide(ev)
+		if !d.Triggered {
+			a.gha.Noticef("goalrun did not start: %s", d.Reason)
+			a.writeSkipped()
+			return exitMet
+		}
+		if !d.Allowed {
+			a.gha.Noticef("goalrun did not start: %s", d.Reason)
+			if a.client != nil && ev.Number != 0 {
+				c := a.comment(ghsink.CommentSticky)
+				if err := c.Reply(a.publishContext(), ghsink.RefusalMessage(d, ev.Comment.Login)); err != nil {
+					a.gha.Warningf("could not reply to the comment: %v", err)
+				}
+			}
+			a.writeSkipped()
+			return exitMet
+		}
+		if d.Prompt != "" {
+			prompt = d.Prompt
+		}
+	}
+	if ev.HeadSHA == "" && ev.IsPullRequest && a.client != nil {
+		ev.HeadSHA = a.pullHeadSHA(ev.Number)
+	}
+
+	cfgArgs, err := a.runArgs(prompt)
+	if err != nil {
+		return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error()))
+	}
+	cfg, err := parseRunArgs(cfgArgs, a.env, func() (string, error) { return a.workspaceRoot(), nil })
+	if errors.Is(err, flag.ErrHelp) {
+		err = badInput("an input asked for help")
+	}
+	if err != nil {
+		se := asStartupError(err)
+		return a.startupFailure(report.StartupError(se.code, se.message, se.suggestions...))
+	}
+	ghsink.Mask(a.gha, secretValues(cfg.secrets)...)
+
+	check := a.checkRun(cfg.maxIterations)
+	if check != nil {
+		defer func() { // never left in_progress, whatever happens below
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), publishGrace)
+			defer cancel()
+			_ = check.Cancel(ctx)
+		}()
+	}
+	sinks := []report.Sink{report.NewProgressSink(a.log.Untrusted())}
+	if check != nil {
+		sinks = append(sinks, check)
+	}
+	eng := defaultEngine()
+	eng.warn = a.log.Untrusted()
+	doc, code := execute(a.ctx, cfg, eng, sinks...)
+	a.publish(doc, check)
+	return code
+}
+
+// checkInputs refuses INPUT_* variables action.yml does not declare and
+// malformed values of the action's own inputs.
+func (a *action) checkInputs() error {
+	known := map[string]bool{}
+	for _, in := range actionInputs {
+		known["INPUT_"+strings.ToUpper(in.name)] = true
+	}
+	var unknown []string
+	for _, kv := range actionEnviron() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "INPUT_") && !known[k] {
+			if _, ok := a.env(k); ok {
+				unknown = append(unknown, strings.ToLower(strings.TrimPrefix(k, "INPUT_")))
+			}
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("unknown input(s): %s (goalrun's inputs are listed in action.yml)", strings.Join(unknown, ", "))
+	}
+	switch c := a.input("comment"); c {
+	case "", ghsink.CommentOff, ghsink.CommentSticky, ghsink.CommentNew:
+	default:
+		return fmt.Errorf("input comment: %q is not off, sticky or new", c)
+	}
+	if v := a.input("open-pr"); v != "" {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("input open-pr: %q is not true or false", v)
+		}
+	}
+	return nil
+}
+
+// event reads the workflow's event.
+func (a *action) event() (*ghsink.Event, error) {
+	name := a.getenv("GITHUB_EVENT_NAME")
+	if name == "" {
+		return nil, errors.New("GITHUB_EVENT_NAME is not set: goalrun action must run in a GitHub Actions job")
+	}
+	var payload []byte
+	if p := a.getenv("GITHUB_EVENT_PATH"); p != "" {
+		b, err := readCapped(p, 25<<20) // GitHub caps webhook payloads at 25 MB
+		if err != nil {
+			return nil, fmt.Errorf("reading the event payload GITHUB_EVENT_PATH=%s: %v", p, err)
+		}
+		payload = b
+	}
+	return ghsink.ParseEvent(name, payload, a.getenv("GITHUB_REPOSITORY"), a.getenv("GITHUB_SHA"))
+}
+
+// pullHeadSHA looks up a pull request's head commit (issue_comment payloads
+// do not carry it); "" when it cannot.
+func (a *action) pullHeadSHA(n int) string {
+	var pr *gh.PullRequest
+	err := ghsink.Retry{}.Do(a.ctx, func(ctx context.Context) error {
+		var err error
+		pr, _, err = a.client.PullRequests.Get(ctx, a.ev.Owner, a.ev.Repo, n)
+		return err
+	})
+	if err != nil {
+		a.warn("could not read pull request #%d to find its head commit (the check run needs \"pull-requests: read\"): %v", n, err)
+		return ""
+	}
+	return pr.GetHead().GetSHA()
+}
+
+// workspaceRoot is GITHUB_WORKSPACE, else the current directory.
+func (a *action) workspaceRoot() string {
+	if w := a.getenv("GITHUB_WORKSPACE"); w != "" {
+		return w
+	}
+	wd, _ := os.Getwd()
+	return wd
+}
+
+// runArgs maps the inputs to `goalrun run` flags. Empty inputs are not
+// passed, so a config file and run's defaults apply.
+func (a *action) runArgs(prompt string) ([]string, error) {
+	root := a.workspaceRoot()
+	var args []string
+	for _, in := range actionInputs {
+		v := a.input(in.name)
+		if in.name == "prompt" {
+			v = strings.TrimSpace(prompt)
+		}
+		if v == "" {
+			continue
+		}
+		switch in.how {
+		case asIs:
+			args = append(args, "--"+in.flag+"="+v)
+		case perLine:
+			for _, l := range strings.Split(v, "\n") {
+				if l = strings.TrimSpace(l); l != "" {
+					args = append(args, "--"+in.flag+"="+l)
+				}
+			}
+		case perItem:
+			for _, it := range splitItems(v) {
+				args = append(args, "--"+in.flag+"="+it)
+			}
+		case minutes:
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("input %s: %q is not a positive whole number of minutes", in.name, v)
+			}
+			args = append(args, fmt.Sprintf("--%s=%dm", in.flag, n))
+		case workspace:
+			dir := filepath.Join(root, v)
+			if rel, err := filepath.Rel(root, dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+				return nil, fmt.Errorf("input %s: %q leaves the workspace %s", in.name, v, root)
+			}
+			args = append(args, "--"+in.flag+"="+dir)
+		}
+	}
+	return append(args, "--output="+a.docPath), nil
+}
+
+// splitItems splits on newlines and commas, trimming and dropping empties.
+func splitItems(s string) []string {
+	var out []string
+	for _, it := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == ',' }) {
+		if it = strings.TrimSpace(it); it != "" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// documentPath returns where the document is written and the path later
+// steps see. In a container action the runner mounts its temp folder's
+// _github_workflow at /github/workflow, so the document goes there and the
+// output names the host path under RUNNER_TEMP; elsewhere it goes to
+// RUNNER_TEMP (or the system temp folder).
+func documentPath(getenv func(string) string, checkName string) (write, shown string) {
+	name := "goalrun-" + ghsink.Slug(firstNonEmpty(checkName, "goalrun")) + ".json"
+	if getenv("GITHUB_WORKSPACE") == "/github/workspace" {
+		if fi, err := os.Stat("/github/workflow"); err == nil && fi.IsDir() {
+			write = filepath.Join("/github/workflow", name)
+			if rt := getenv("RUNNER_TEMP"); rt != "" {
+				return write, filepath.Join(rt, "_github_workflow", name)
+			}
+			return write, write
+		}
+	}
+	dir := firstNonEmpty(getenv("RUNNER_TEMP"), os.TempDir())
+	p := filepath.Join(dir, name)
+	return p, p
+}
+
+// publishContext bounds reporting after the run: its own deadline, not the
+// run's (which may be cancelled).
+func (a *action) publishContext() context.Context {
+	wait := publishTimeout
+	if a.ctx.Err() != nil {
+		wait = publishGrace
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), wait)
+	go func() { <-ctx.Done(); cancel() }()
+	return ctx
+}
+
+// retry is the retry policy for publishing: shorter after an interruption.
+func (a *action) retry() ghsink.Retry {
+	if a.ctx.Err() != nil {
+		return ghsink.Retry{Attempts: 2, MaxWait: time.Second}
+	}
+	return ghsink.Retry{}
+}
+
+// checkRun creates the live check run, or returns nil when there is no
+// token or commit. A failure to create it is a warning.
+func (a *action) checkRun(maxIter int) *ghsink.CheckRun {
+	if a.client == nil {
+		return nil
+	}
+	if a.ev.HeadSHA == "" {
+		a.warn("no commit to attach the check run to (GITHUB_SHA is unset); the job summary carries the report")
+		return nil
+	}
+	c := &ghsink.CheckRun{
+		Client: a.client, Owner: a.ev.Owner, Repo: a.ev.Repo,
+		Name: firstNonEmpty(a.input("check-name"), "goalrun"), HeadSHA: a.ev.HeadSHA,
+		DetailsURL: runURL(a.getenv), MaxIterations: maxIter, Retry: a.retry(),
+	}
+	if err := c.Start(a.ctx); err != nil {
+		a.warn("%v; the job summary carries the report instead", err)
+		return nil
+	}
+	return c
+}
+
+// runURL is the workflow run's page, for the check run's details link.
+func runURL(getenv func(string) string) string {
+	server, repo, id := getenv("GITHUB_SERVER_URL"), getenv("GITHUB_REPOSITORY"), getenv("GITHUB_RUN_ID")
+	if server == "" || repo == "" || id == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/%s/actions/runs/%s", server, repo, id)
+}
+
+func (a *action) comment(mode string) *ghsink.Comment {
+	return &ghsink.Comment{Client: a.client, Owner: a.ev.Owner, Repo: a.ev.Repo, Number: a.ev.Number,
+		Mode: mode, Key: firstNonEmpty(a.input("check-name"), "goalrun"), Retry: a.retry()}
+}
+
+// publish sends doc everywhere. Failures are warnings; none changes the
+// exit code.
+func (a *action) publish(doc report.Document, check *ghsink.CheckRun) {
+	ctx := a.publishContext()
+	var pubs []ghsink.Publisher
+	if check != nil {
+		pubs = append(pubs, check)
+	}
+	mode := firstNonEmpty(a.input("comment"), ghsink.CommentSticky)
+	if a.client != nil && a.ev.Number != 0 && mode != ghsink.CommentOff {
+		pubs = append(pubs, a.comment(mode))
+	}
+	var fix *ghsink.FixPR
+	if open, _ := strconv.ParseBool(a.input("open-pr")); open && a.client != nil {
+		name := firstNonEmpty(a.input("check-name"), "goalrun")
+		fix = &ghsink.FixPR{
+			Client: a.client, Owner: a.ev.Owner, Repo: a.ev.Repo,
+			Workspace: a.workspaceRoot(), BaseSHA: a.ev.SHA,
+			BaseBranch: firstNonEmpty(a.input("base-branch"), a.ev.DefaultBranch, a.getenv("GITHUB_REF_NAME")),
+			Branch:     firstNonEmpty(a.input("pr-branch-prefix"), "goalrun") + "/" + ghsink.Slug(name),
+			Title:      "goalrun: " + name + " passes again",
+			Retry:      a.retry(),
+		}
+		pubs = append(pubs, fix)
+	}
+	for _, err := range ghsink.Publish(ctx, doc, pubs...) {
+		a.warn("%v", err)
+	}
+	prURL := ""
+	if fix != nil {
+		prURL = fix.URL
+		switch {
+		case fix.URL != "" && fix.Created:
+			a.gha.Noticef("goalrun opened the fix pull request %s", fix.URL)
+		case fix.URL != "":
+			a.gha.Noticef("goalrun updated the fix pull request %s", fix.URL)
+		case fix.Skipped != "":
+			a.gha.Noticef("goalrun opened no pull request: %s", fix.Skipped)
+		}
+		if len(fix.WorkflowChanges) > 0 {
+			a.warn("the agent changed workflow files, which goalrun never pushes: %s", strings.Join(fix.WorkflowChanges, ", "))
+		}
+	}
+	if a.summary {
+		s := &ghsink.StepSummary{Path: a.getenv("GITHUB_STEP_SUMMARY"), Notes: a.notes}
+		if err := s.Publish(ctx, doc); err != nil {
+			a.gha.Warningf("%v", err)
+		}
+	}
+	a.writeOutputs(ghsink.OutputValues(doc, a.docShown, prURL))
+	fmt.Fprintf(a.log.Untrusted(), "goalrun: %s\ndocument: %s\n", report.Headline(doc), a.docShown)
+}
+
+func (a *action) writeOutputs(values map[string]string) {
+	if !a.outputs {
+		return
+	}
+	if err := (ghsink.OutputsFile{Action: a.gha}).SetAll(values); err != nil {
+		a.gha.Warningf("%v", err)
+	}
+}
+
+// writeSkipped sets the outputs of a comment event that started nothing.
+func (a *action) writeSkipped() {
+	v := ghsink.OutputValues(report.Document{}, "", "")
+	v["status"] = "skipped"
+	a.writeOutputs(v)
+}
+
+// startupFailure reports a document made before any run existed (bad
+// input): the document file, a completed check run when one can be made, the
+// job summary, the outputs; then the exit code.
+func (a *action) startupFailure(doc report.Document) int {
+	a.gha.Errorf("goalrun: %s", doc.Message)
+	if err := os.WriteFile(a.docPath, append(report.Encode(doc), '\n'), 0o644); err != nil {
+		a.gha.Warningf("could not write the document %s: %v", a.docPath, err)
+	}
+	var check *ghsink.CheckRun
+	if a.ev != nil && a.client != nil && a.ev.HeadSHA != "" {
+		check = a.checkRun(0)
+	}
+	if a.ev == nil {
+		a.ev = &ghsink.Event{}
+	}
+	a.publish(doc, check)
+	return exitCodeFor(doc)
 }

@@ -137,8 +137,9 @@ func (c *CheckRun) Start(ctx context.Context) error {
 	return nil
 }
 
-// Emit turns progress events into live title updates; it never blocks: a
-// newer title replaces one not yet sent.
+// Emit turns goal_evaluated events into live title updates ("iteration
+// 2/5: check failing"); it never blocks: a newer title replaces one not yet
+// sent.
 func (c *CheckRun) Emit(e report.Event) {
 	title := liveTitle(e, c.MaxIterations)
 	if title == "" {
@@ -169,12 +170,6 @@ func liveTitle(e report.Event, maxIter int) string {
 			return fmt.Sprintf("iteration %d/%d: %s", it, maxIter, state)
 		}
 		return fmt.Sprintf("iteration %d: %s", it, state)
-	case report.EventAgentStarted:
-		it, _ := intData(e.Data, "iteration")
-		if maxIter > 0 {
-			return fmt.Sprintf("iteration %d/%d: agent working", it, maxIter)
-		}
-		return fmt.Sprintf("iteration %d: agent working", it)
 	}
 	return ""
 }
@@ -195,6 +190,7 @@ func intData(d map[string]any, key string) (int, bool) {
 // updater sends title updates one at a time until stopped.
 func (c *CheckRun) updater(ctx context.Context) {
 	defer close(c.done)
+	var sent string
 	for {
 		select {
 		case <-ctx.Done():
@@ -204,6 +200,10 @@ func (c *CheckRun) updater(ctx context.Context) {
 		c.mu.Lock()
 		title, id := c.title, c.id
 		c.mu.Unlock()
+		if title == sent {
+			continue
+		}
+		sent = title
 		// Live updates are best effort: one quick retry budget, errors
 		// dropped (the completion reports what matters).
 		r := c.Retry
