@@ -26,6 +26,13 @@ type Turn struct {
 	MaxTurns int
 	// ExtraArgs are passed through verbatim (--agent-arg).
 	ExtraArgs []string
+	// BaseURL is the model API's base URL as the agent must see it from
+	// inside the sandbox (the egress proxy's address, a scripted server's in
+	// tests); "" means the agent's own default. Adapters whose CLI reads the
+	// URL from an environment variable (Spec.API.BaseURLEnv) also put it
+	// there; Codex has no such variable for a custom provider, so its
+	// adapter passes it on the command line (-c model_providers…base_url).
+	BaseURL string
 }
 
 // Invocation is the command an adapter wants run for a Turn.
@@ -52,12 +59,29 @@ type Adapter interface {
 //
 // Line is called once per stdout line (without the newline). A line longer
 // than MaxLineBytes is cut to MaxLineBytes and passed with oversize=true.
-// End is called once after the process exited with its exit code; it
-// returns how the turn ended. A parser never fails: input it cannot use is
-// skipped and counted in TurnResult.
+// The line slice is only valid during the call. End is called once after
+// the process exited with its exit code; it returns how the turn ended. A
+// parser never fails: input it cannot use is skipped and counted in
+// TurnResult.
+//
+// Two events ask the runner to act (see Run): an event with Stop set means
+// "kill the process now" (an auth storm the CLI would retry for minutes),
+// and KindResult is the CLI's terminal event, after which the process gets
+// TerminalGrace to exit before it is killed. Either way End then reports
+// how the turn ended from what the parser saw, whatever the exit code.
+//
+// A Parser is not safe for concurrent use; Run serializes the calls.
 type Parser interface {
 	Line(line []byte, oversize bool, emit func(Event))
 	End(exitCode int, emit func(Event)) TurnResult
+}
+
+// StderrParser is implemented by parsers that also read the CLI's stderr,
+// line by line, under the same rules as Line (car writes its JSONL progress
+// events there). Parsers that do not implement it never see stderr: it is
+// kept apart, as a bounded tail for failure messages.
+type StderrParser interface {
+	StderrLine(line []byte, oversize bool, emit func(Event))
 }
 
 // MaxLineBytes is the longest stdout line a parser sees whole: 8 MiB. Longer
@@ -90,53 +114,76 @@ type Event struct {
 	Usage     *Usage
 	Retry     *Retry
 	Error     *Error
-	// Time is when the parser saw the line (zero when unknown).
+	// Time is when the line was seen: parsers leave it zero (they are pure)
+	// and Run stamps it with its clock.
 	Time time.Time
+	// Stop asks the runner to kill the process now, without grace: the
+	// parser already knows how the turn ends (AuthRetryLimit consecutive
+	// 401/403 answers from the model API, which the CLI would otherwise
+	// retry for minutes). It is set on the KindError event that says why.
+	Stop bool
 }
+
+// AuthRetryLimit is how many consecutive 401/403 answers from the model API
+// (as retry notices in the CLI's stream) end a turn as auth_required. The
+// real Claude Code retries a 401 ten times over about two minutes; two in
+// a row is already not a transient fault.
+const AuthRetryLimit = 2
+
+// TerminalGrace is how long a process may keep running after its terminal
+// event (Claude's result, Codex's turn.completed) before Run kills it.
+const TerminalGrace = 5 * time.Second
 
 // Tool is a tool call (and, on KindToolResult, its outcome).
 type Tool struct {
 	// ID is the CLI's call id, e.g. "toolu_a1" or "item_1".
-	ID string
+	ID string `json:"id"`
 	// Name is the tool's name, e.g. "Bash", "Edit", "command_execution".
-	Name string
+	Name string `json:"name"`
 	// Brief is the one-line gist (run-document.md: first identifying
 	// string parameter), uncapped; the report caps it.
-	Brief string
+	Brief string `json:"brief"`
 	// Paths are the workspace paths the call wrote (edits, file changes),
 	// when the CLI says so; used to back "I edited X" claims.
-	Paths []string
+	Paths []string `json:"paths,omitempty"`
 	// OK is set on KindToolResult: the call succeeded.
-	OK bool
+	OK bool `json:"ok"`
 	// Via names the sub-agent that made the call ("" for the main agent).
-	Via string
+	Via string `json:"via,omitempty"`
 }
 
 // Usage is token use and cost as the CLI reports it.
 type Usage struct {
-	InputTokens  int64
-	OutputTokens int64
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
 	// CostUSD is the cost in US dollars; 0 when the CLI does not say.
-	CostUSD float64
+	CostUSD float64 `json:"cost_usd"`
 	// Cumulative is true when the figures are the session's running total
 	// (Codex thread usage), false when they are for this invocation only.
-	Cumulative bool
+	Cumulative bool `json:"cumulative,omitempty"`
 }
 
 // Retry is a model API retry the CLI reported.
 type Retry struct {
-	Attempt int
+	// Attempt is the CLI's attempt number (1 for the first retry).
+	Attempt int `json:"attempt"`
 	// Status is the HTTP status that caused it (401, 429, 529, …); 0 when
-	// unknown.
-	Status    int
-	BackoffMS int64
+	// unknown (a connection error).
+	Status int `json:"status"`
+	// BackoffMS is how long the CLI waits before retrying, in milliseconds;
+	// 0 when it does not say.
+	BackoffMS int64 `json:"backoff_ms"`
+	// Message is the CLI's words about the failure (e.g. "overloaded").
+	Message string `json:"message,omitempty"`
 }
 
 // Error is an error the CLI reported.
 type Error struct {
-	Message string
+	Message string `json:"message"`
 	// Fatal is true when the error ends the turn as a failure.
-	Fatal bool
+	Fatal bool `json:"fatal"`
+	// Auth is true when the model API refused the credentials.
+	Auth bool `json:"auth,omitempty"`
 }
 
 // Turn statuses in TurnResult.Status.
@@ -146,28 +193,68 @@ const (
 	StatusAuthRequired = "auth_required"
 )
 
+// Failure causes in TurnResult.Cause.
+const (
+	// CauseNoResultEvent: the output ended without the CLI's terminal
+	// event (killed, crashed, timed out), whatever the exit code.
+	CauseNoResultEvent = "no_result_event"
+	// CauseResultError: the terminal event says the turn failed (Claude's
+	// result with is_error, Gemini's result with status error, …).
+	CauseResultError = "result_error"
+	// CauseTurnFailed: Codex's turn.failed.
+	CauseTurnFailed = "turn_failed"
+	// CauseErrorEvent: an error event (Gemini severity "error") came before
+	// a terminal event that claimed success.
+	CauseErrorEvent = "error_event"
+	// CauseMaxTurns: the CLI stopped at its own turn limit.
+	CauseMaxTurns = "max_turns"
+	// CauseAuthRequired: the model API refused the credentials.
+	CauseAuthRequired = "auth_required"
+	// CauseExitStatus: a plain command exited non-zero (command adapter).
+	CauseExitStatus = "exit_status"
+)
+
+// Reasons for StatusAuthRequired in TurnResult.AuthReason; they are the
+// goalrun/1 document's "reason" values (run-document.md).
+const (
+	AuthInvalidKey = "invalid_key"
+	AuthExpired    = "expired"
+	AuthMissingKey = "missing_key"
+)
+
 // TurnResult is how one invocation ended, as the parser understood it.
 type TurnResult struct {
 	// Status is StatusSuccess, StatusFailed or StatusAuthRequired.
-	Status string
-	// Cause explains a failure: "no_result_event", "result_error",
-	// "exit_status", "auth_required", "turn_failed", ….
-	Cause string
+	Status string `json:"status"`
+	// Cause explains a failure: one of the Cause* values.
+	Cause string `json:"cause,omitempty"`
+	// AuthReason is set with StatusAuthRequired: AuthInvalidKey,
+	// AuthExpired or AuthMissingKey.
+	AuthReason string `json:"auth_reason,omitempty"`
 	// Message is the CLI's own words about a failure, uncapped.
-	Message string
+	Message string `json:"message,omitempty"`
 	// SessionID is the latest session id seen ("" if none).
-	SessionID string
+	SessionID string `json:"session_id,omitempty"`
 	// Model is the model that answered ("" if unknown).
-	Model string
+	Model string `json:"model,omitempty"`
+	// Version is the CLI's version when its stream says so (Claude's
+	// system/init claude_code_version), else "".
+	Version string `json:"version,omitempty"`
 	// Summary is the agent's final answer, uncapped.
-	Summary string
+	Summary string `json:"summary,omitempty"`
 	// Turns is the number of agent turns the CLI reports for the invocation.
-	Turns int
+	Turns int `json:"turns"`
 	// Usage is the invocation's usage (see Usage.Cumulative).
-	Usage Usage
+	Usage Usage `json:"usage"`
 	// PermissionDenials counts tool calls the CLI refused itself.
-	PermissionDenials int
-	// SkippedLines counts stdout lines that were not JSON; OversizeLines
-	// those longer than MaxLineBytes.
-	SkippedLines, OversizeLines int
+	PermissionDenials int `json:"permission_denials,omitempty"`
+	// Delegations counts sub-agents the agent started (Claude's Task/Agent
+	// calls, Codex's spawn_agent, car's delegations).
+	Delegations int `json:"delegations,omitempty"`
+	// Retries counts model API retries the CLI reported.
+	Retries int `json:"retries,omitempty"`
+	// SkippedLines counts stdout lines that were not JSON (or not the
+	// JSON the CLI writes); OversizeLines those longer than MaxLineBytes.
+	SkippedLines  int `json:"skipped_lines,omitempty"`
+	OversizeLines int `json:"oversize_lines,omitempty"`
 }
