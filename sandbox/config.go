@@ -116,6 +116,19 @@ type Config struct {
 	// MemoryBytes, PidsLimit and NanoCPUs are resource limits (Docker only;
 	// 0 means the defaults: 4 GiB, 512, 2 CPUs).
 	MemoryBytes, PidsLimit, NanoCPUs int64
+	// RelayBinary is the path, as goalrun sees it, of a static goalrun
+	// binary (usually goalrun's own executable) with the hidden __relay
+	// subcommand (Docker only). It is bind-mounted read-only into the agent
+	// container (or copied into a volume when the Engine cannot see it) and
+	// runs as the container's main process: the egress relay, or an idle
+	// process without egress. Required for NetworkEgress; without it the
+	// other modes idle on the image's own sh.
+	RelayBinary string
+	// SocketDir is the folder in which the per-run folder of the egress
+	// proxy's Unix sockets is made (Docker, egress only); "" means
+	// os.TempDir(), or, when goalrun runs in a container, the first folder
+	// the Engine can see through goalrun's own mounts.
+	SocketDir string
 }
 
 // DefaultPassEnv is the host environment a Local step inherits: enough to
@@ -167,6 +180,9 @@ type Posture struct {
 	PidsLimit       int64    `json:"pids_limit"`
 	MemoryBytes     int64    `json:"memory_bytes"`
 	NanoCPUs        int64    `json:"nano_cpus,omitempty"`
+	// Privileged is true when the container runs privileged (never chosen by
+	// goalrun; recorded because a posture states what was observed).
+	Privileged bool `json:"privileged,omitempty"`
 	// Runtime is the OCI runtime (runc, runsc); "" for local.
 	Runtime string `json:"runtime,omitempty"`
 	// SecretsInSandbox names (never values) the secrets the agent could read.

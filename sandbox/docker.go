@@ -1,0 +1,902 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/goalrun/goalrun/sandbox/egress"
+)
+
+// Paths inside every Docker sandbox.
+const (
+	// DockerRoot is where the workspace is mounted (or copied) inside the
+	// sandbox; Posture.Root says the same.
+	DockerRoot = "/workspace"
+	// DockerHome is HOME inside the sandbox (a noexec tmpfs) unless
+	// Config.Env sets HOME.
+	DockerHome = "/home/goalrun"
+	// relayPath is where the goalrun binary (the relay) is mounted.
+	relayPath = "/.goalrun/goalrun"
+	// relayDir holds relayPath when the binary is copied into a volume.
+	relayDir = "/.goalrun"
+	// egressDir is where the per-run egress socket folder is mounted.
+	egressDir = "/run/goalrun/egress"
+	// stepPidDir holds one pid file per agent step (the /run tmpfs, owned by
+	// the sandbox user), read to kill the step's process group.
+	stepPidDir = "/run"
+)
+
+// Defaults of Config's resource limits for Docker (sandbox.md, "Defaults").
+const (
+	DefaultMemoryBytes = 4 << 30
+	DefaultPidsLimit   = 512
+	DefaultNanoCPUs    = 2e9
+	// DefaultUID and DefaultGID are the sandbox user when the workspace
+	// belongs to root and the workspace is copied (root is never chosen
+	// implicitly).
+	DefaultUID, DefaultGID = 1000, 1000
+)
+
+// Labels on everything a Docker sandbox creates (containers, networks,
+// volumes), so Reap can find what a dead run left behind.
+const (
+	// LabelRun holds Config.RunID.
+	LabelRun = "goalrun.run"
+	// LabelRole is "agent", "check" or "relay-copy" on containers.
+	LabelRole = "goalrun.role"
+	// LabelOwner identifies the goalrun process that created the object:
+	// "<hostname>/<pid>/<process start time in clock ticks>".
+	LabelOwner = "goalrun.owner"
+)
+
+// Relay ports inside the agent container in egress mode: the forward proxy,
+// then one port per Config.Upstreams entry.
+const (
+	relayProxyPort    = 3128
+	relayUpstreamPort = 3129
+)
+
+// stepKillWait bounds how long Exec waits for a step's streams to end after
+// its process group was killed, before it kills the whole container.
+const stepKillWait = 5 * time.Second
+
+// relayReadyWait bounds how long StartDocker waits for the relay to report
+// that it listens.
+const relayReadyWait = 30 * time.Second
+
+// apiTimeout bounds Engine calls made on cleanup paths, where the caller's
+// context may already be done.
+const apiTimeout = 30 * time.Second
+
+var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
+
+// Docker is the sandbox that runs steps in hardened containers on a Docker
+// Engine: one long-lived agent container per run (steps are execs in it) and
+// a fresh, network-less, secret-less container per check step. See
+// sandbox.md for the policy and StartDocker for how it is applied.
+type Docker struct {
+	cli  DockerAPI
+	cfg  Config
+	opts dockerOptions
+
+	user       string // "uid:gid"
+	uid, gid   int
+	home       string
+	image      string // the reference as given
+	imageID    string
+	digest     string
+	info       system.Info
+	view       engineView
+	wsMode     WorkspaceMode
+	wsVolume   string // copy mode: the workspace volume
+	wsSource   string // bind mode: the workspace as the Engine's host sees it
+	extraMnts  []mount.Mount
+	netName    string // bridge: the per-run network
+	netMode    container.NetworkMode
+	agentID    string
+	agentEnv   []string
+	checkEnv   []string
+	relayCmd   []string // main process of the agent container
+	owner      string
+	secrets    []string
+	egress     *dockerEgress // nil unless NetworkEgress
+	postureFix Posture       // inspected once at start
+
+	mu        sync.Mutex
+	closed    bool
+	closing   chan struct{} // closed by Close: running steps stop
+	steps     sync.WaitGroup
+	agentBusy int  // agent steps running
+	agentDead bool // the agent container was killed; restart before the next agent step
+	paused    bool
+	stepSeq   int
+	checks    map[string]struct{} // check containers alive
+	removals  sync.WaitGroup      // background removals of finished check containers
+	created   createdSet
+	copyOutMu sync.Mutex
+}
+
+var _ Sandbox = (*Docker)(nil)
+
+// createdSet records what a run created, for Close.
+type createdSet struct {
+	containers []string
+	volumes    []string
+	networks   []string
+	dirs       []string // host folders (egress sockets)
+}
+
+// DockerOption adjusts StartDocker.
+type DockerOption func(*dockerOptions)
+
+type dockerOptions struct {
+	egressConfig func(*egress.Config)
+	lookupEnv    func(string) (string, bool)
+	hostname     string
+	now          func() time.Time
+}
+
+// WithEgressConfig lets a caller adjust the egress proxy's configuration
+// before it starts (tests inject a resolver, a dialer, TLS roots and
+// loopback upstreams). Production code does not use it.
+func WithEgressConfig(f func(*egress.Config)) DockerOption {
+	return func(o *dockerOptions) { o.egressConfig = f }
+}
+
+// WithDockerHostEnv makes StartDocker read goalrun's environment (HOME,
+// HOSTNAME, credential paths for the mount policy) through lookup instead of
+// os.LookupEnv.
+func WithDockerHostEnv(lookup func(string) (string, bool)) DockerOption {
+	return func(o *dockerOptions) { o.lookupEnv = lookup }
+}
+
+// StartDocker starts the run's agent container on the Engine behind cli and
+// returns the sandbox; the caller must Close it on every exit path.
+//
+// It applies every default of sandbox.md: cap-drop ALL, no-new-privileges,
+// the Engine's default seccomp profile, a read-only root with tmpfs /tmp
+// (exec), HOME (noexec) and /run, a non-root numeric user (Config.User, else
+// the workspace owner; root is never chosen implicitly), pids/memory (no
+// extra swap)/CPU limits, an init process, private IPC and cgroup
+// namespaces, Docker's masked and read-only /proc paths (MaskedPaths and
+// ReadonlyPaths are left nil) and the label goalrun.run=<RunID> on every
+// container, network and volume. It refuses a workspace or mount that
+// resolves to a runtime socket, "/", the home folder, ~/.ssh or another
+// credential folder (ErrDangerousMount). The image must already exist on the
+// Engine (nothing is pulled; see BuildImage).
+//
+// Network: none and egress give the agent container NetworkMode none; egress
+// starts goalrun's proxy on Unix sockets in a per-run folder that is
+// bind-mounted into the container, where the relay (Config.RelayBinary,
+// running as the container's main process) listens on 127.0.0.1 and forwards
+// to them. bridge gets a per-run bridge network, host the host's.
+//
+// Workspace: bind mounts Config.Workspace at DockerRoot, translating the path
+// through goalrun's own container's mounts when goalrun runs in a container
+// on the same Engine; copy puts the tree into a per-run volume before the
+// first step and copies the changes out after each agent step; auto picks
+// bind when the Engine can see the workspace (and its owner is not root),
+// else copy.
+//
+// The posture is read back from ContainerInspect and Info. Errors name what
+// failed and what to do; an error wrapping ErrDangerousMount means a mount
+// was refused. On error, everything created so far is removed.
+func StartDocker(ctx context.Context, cli DockerAPI, cfg Config, options ...DockerOption) (*Docker, error) {
+	opts := dockerOptions{lookupEnv: os.LookupEnv, now: time.Now}
+	for _, o := range options {
+		o(&opts)
+	}
+	if opts.hostname == "" {
+		if h, ok := opts.lookupEnv("HOSTNAME"); ok && h != "" {
+			opts.hostname = h
+		} else if h, err := os.Hostname(); err == nil {
+			opts.hostname = h
+		}
+	}
+	d := &Docker{
+		cli:     cli,
+		cfg:     cfg,
+		opts:    opts,
+		closing: make(chan struct{}),
+		checks:  map[string]struct{}{},
+		owner:   ownerLabel(opts.hostname),
+	}
+	if err := d.start(ctx); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+		defer cancel()
+		if cerr := d.Close(cctx); cerr != nil {
+			err = fmt.Errorf("%w (cleaning up also failed: %v)", err, cerr)
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Docker) start(ctx context.Context) error {
+	cfg := d.cfg
+	if !runIDPattern.MatchString(cfg.RunID) {
+		return fmt.Errorf("sandbox: docker: run id %q must be 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit", cfg.RunID)
+	}
+	if cfg.Image == "" {
+		return errors.New("sandbox: docker: no image given; build one with sandbox.BuildImage (goalrun demo does) or pass --image")
+	}
+	switch cfg.Network {
+	case "", NetworkNone, NetworkEgress, NetworkBridge, NetworkHost:
+	default:
+		return fmt.Errorf("sandbox: docker: unknown network mode %q (want none, egress, bridge or host)", cfg.Network)
+	}
+	if cfg.Network == "" {
+		d.cfg.Network = NetworkNone
+		cfg.Network = NetworkNone
+	}
+	ws, err := workspaceDir(cfg.Workspace)
+	if err != nil {
+		return err
+	}
+	d.cfg.Workspace = ws
+
+	if _, err := d.cli.Ping(ctx); err != nil {
+		return fmt.Errorf("sandbox: docker: no Docker Engine answers at %s: %w; start the Engine or choose --sandbox local", d.cli.DaemonHost(), err)
+	}
+	info, err := d.cli.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: reading the Engine's info at %s: %w", d.cli.DaemonHost(), err)
+	}
+	d.info = info
+
+	home, _ := d.opts.lookupEnv("HOME")
+	policy := newMountPolicy(home, d.opts.lookupEnv, d.cli.DaemonHost())
+	if err := policy.check("workspace", ws); err != nil {
+		return err
+	}
+	for i, m := range cfg.Mounts {
+		if err := policy.check(fmt.Sprintf("mount %d (%s)", i+1, m.Target), m.Source); err != nil {
+			return err
+		}
+		if !path.IsAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {
+			return fmt.Errorf("sandbox: docker: mount %d: target %q must be a clean absolute path other than /", i+1, m.Target)
+		}
+	}
+
+	img, err := d.cli.ImageInspect(ctx, cfg.Image)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return fmt.Errorf("sandbox: docker: image %q is not on the Engine at %s and goalrun never pulls; build it (sandbox.BuildImage, goalrun demo) or load it first", cfg.Image, d.cli.DaemonHost())
+		}
+		return fmt.Errorf("sandbox: docker: inspecting image %q: %w", cfg.Image, err)
+	}
+	d.image, d.imageID = cfg.Image, img.ID
+	d.digest = img.ID
+	for _, rd := range img.RepoDigests {
+		if _, dg, ok := strings.Cut(rd, "@"); ok {
+			d.digest = dg
+			break
+		}
+	}
+
+	d.view, err = detectEngineView(ctx, d.cli, info, d.opts.hostname)
+	if err != nil {
+		return err
+	}
+	owner, err := ownerOf(ws)
+	if err != nil {
+		return err
+	}
+	if err := d.chooseWorkspace(owner); err != nil {
+		return err
+	}
+	if err := d.chooseUser(owner); err != nil {
+		return err
+	}
+	d.home = DockerHome
+	if h := cfg.Env["HOME"]; h != "" {
+		if !path.IsAbs(h) || path.Clean(h) != h || h == "/" || h == DockerRoot {
+			return fmt.Errorf("sandbox: docker: Config.Env HOME %q must be a clean absolute path other than / and %s", h, DockerRoot)
+		}
+		d.home = h
+	}
+
+	for i, m := range cfg.Mounts {
+		src, ok := d.view.hostPath(m.Source, false)
+		if !ok {
+			return fmt.Errorf("sandbox: docker: mount %d: the Engine at %s cannot see %q (it does not share goalrun's filesystem); copy what the step needs into the image instead", i+1, d.cli.DaemonHost(), m.Source)
+		}
+		if src != m.Source {
+			if err := policy.check(fmt.Sprintf("mount %d (%s) on the Engine's host", i+1, m.Target), src); err != nil {
+				return err
+			}
+		}
+		d.extraMnts = append(d.extraMnts, mount.Mount{Type: mount.TypeBind, Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+
+	if err := d.setupNetwork(ctx); err != nil {
+		return err
+	}
+	if d.wsMode == WorkspaceCopy {
+		name := "goalrun-" + cfg.RunID + "-ws"
+		if _, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: d.labels("workspace")}); err != nil {
+			return fmt.Errorf("sandbox: docker: creating the workspace volume %s: %w", name, err)
+		}
+		d.track(func(c *createdSet) { c.volumes = append(c.volumes, name) })
+		d.wsVolume = name
+	}
+	d.buildEnv()
+	if err := d.createAgent(ctx); err != nil {
+		return err
+	}
+	return d.readPosture(ctx)
+}
+
+// workspaceDir returns the workspace as an absolute, clean path after
+// checking that it is a directory.
+func workspaceDir(ws string) (string, error) {
+	if ws == "" {
+		return "", errors.New("sandbox: docker: no workspace given")
+	}
+	abs, err := filepath.Abs(ws)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: docker: workspace %q: %w", ws, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: docker: workspace %q: %w", ws, err)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: docker: workspace %q: %w", ws, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("sandbox: docker: workspace %q is not a directory", ws)
+	}
+	return real, nil
+}
+
+// fileOwner is a uid/gid pair.
+type fileOwner struct{ uid, gid int }
+
+func ownerOf(p string) (fileOwner, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return fileOwner{}, fmt.Errorf("sandbox: docker: workspace %q: %w", p, err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileOwner{}, fmt.Errorf("sandbox: docker: cannot read the owner of the workspace %q on this system; set Config.User", p)
+	}
+	return fileOwner{int(sys.Uid), int(sys.Gid)}, nil
+}
+
+// chooseWorkspace settles bind or copy (see StartDocker).
+func (d *Docker) chooseWorkspace(owner fileOwner) error {
+	mode := d.cfg.WorkspaceMode
+	if mode == "" {
+		mode = WorkspaceAuto
+	}
+	src, visible := d.view.hostPath(d.cfg.Workspace, true)
+	switch mode {
+	case WorkspaceBind:
+		if !visible {
+			return fmt.Errorf("sandbox: docker: workspace %q cannot be bind-mounted: the Engine at %s does not share goalrun's filesystem (and no mount of goalrun's own container holds it writable); use --workspace copy or auto", d.cfg.Workspace, d.cli.DaemonHost())
+		}
+		d.wsMode, d.wsSource = WorkspaceBind, src
+	case WorkspaceCopy:
+		d.wsMode = WorkspaceCopy
+	case WorkspaceAuto:
+		// A root-owned workspace is copied: a bind mount would make the
+		// non-root sandbox user unable to write it (root is never chosen
+		// implicitly), while copied files can belong to that user.
+		if visible && (owner.uid != 0 || d.cfg.User != "") {
+			d.wsMode, d.wsSource = WorkspaceBind, src
+		} else {
+			d.wsMode = WorkspaceCopy
+		}
+	default:
+		return fmt.Errorf("sandbox: docker: unknown workspace mode %q (want bind, copy or auto)", mode)
+	}
+	return nil
+}
+
+// chooseUser settles the numeric user steps run as.
+func (d *Docker) chooseUser(owner fileOwner) error {
+	if u := d.cfg.User; u != "" {
+		uid, gid, err := parseUser(u)
+		if err != nil {
+			return err
+		}
+		d.uid, d.gid = uid, gid
+		d.user = strconv.Itoa(uid) + ":" + strconv.Itoa(gid)
+		return nil
+	}
+	if owner.uid == 0 {
+		if d.wsMode == WorkspaceBind {
+			return fmt.Errorf("sandbox: docker: the workspace %q belongs to root and goalrun never runs a sandbox as root implicitly; give the workspace to a normal user, set the sandbox user (Config.User, e.g. 1000:1000) or use --workspace copy", d.cfg.Workspace)
+		}
+		d.uid, d.gid = DefaultUID, DefaultGID
+	} else {
+		d.uid, d.gid = owner.uid, owner.gid
+	}
+	d.user = strconv.Itoa(d.uid) + ":" + strconv.Itoa(d.gid)
+	return nil
+}
+
+// parseUser reads "uid" or "uid:gid" (numeric; names depend on the image's
+// /etc/passwd, which a posture could not vouch for).
+func parseUser(u string) (uid, gid int, err error) {
+	us, gs, hasG := strings.Cut(u, ":")
+	uid, err = strconv.Atoi(us)
+	if err != nil || uid < 0 {
+		return 0, 0, fmt.Errorf("sandbox: docker: user %q must be numeric uid[:gid], e.g. 1000:1000", u)
+	}
+	gid = uid
+	if hasG {
+		if gid, err = strconv.Atoi(gs); err != nil || gid < 0 {
+			return 0, 0, fmt.Errorf("sandbox: docker: user %q must be numeric uid[:gid], e.g. 1000:1000", u)
+		}
+	}
+	return uid, gid, nil
+}
+
+// setupNetwork creates what the network mode needs.
+func (d *Docker) setupNetwork(ctx context.Context) error {
+	switch d.cfg.Network {
+	case NetworkNone:
+		d.netMode = network.NetworkNone
+	case NetworkHost:
+		d.netMode = network.NetworkHost
+	case NetworkBridge:
+		// A per-run bridge network keeps the sandbox away from other
+		// containers on Docker's default bridge.
+		name := "goalrun-" + d.cfg.RunID
+		if _, err := d.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: d.labels("network")}); err != nil {
+			return fmt.Errorf("sandbox: docker: creating the bridge network %s: %w", name, err)
+		}
+		d.track(func(c *createdSet) { c.networks = append(c.networks, name) })
+		d.netName = name
+		d.netMode = container.NetworkMode(name)
+	case NetworkEgress:
+		d.netMode = network.NetworkNone
+		eg, err := d.startEgress(ctx)
+		if err != nil {
+			return err
+		}
+		d.egress = eg
+	}
+	return nil
+}
+
+// labels returns the labels of an object the run creates.
+func (d *Docker) labels(role string) map[string]string {
+	return map[string]string{LabelRun: d.cfg.RunID, LabelRole: role, LabelOwner: d.owner}
+}
+
+func (d *Docker) track(f func(*createdSet)) {
+	d.mu.Lock()
+	f(&d.created)
+	d.mu.Unlock()
+}
+
+// buildEnv settles the base environments of agent and check steps (sorted
+// KEY=VALUE; the image's own ENV comes first, through the Engine).
+func (d *Docker) buildEnv() {
+	a := map[string]string{"HOME": d.home}
+	for k, v := range d.cfg.Env {
+		a[k] = v
+	}
+	secrets := map[string]bool{}
+	for i, u := range d.cfg.Upstreams {
+		switch {
+		case d.egress != nil:
+			if u.BaseURLEnv != "" {
+				a[u.BaseURLEnv] = d.egress.upstreamURL(i)
+			}
+			if u.KeyEnv != "" {
+				a[u.KeyEnv] = DummyKey
+			}
+		default:
+			if u.BaseURLEnv != "" && u.URL != "" {
+				a[u.BaseURLEnv] = u.URL
+			}
+			if u.KeyEnv != "" && u.Key != "" {
+				a[u.KeyEnv] = u.Key
+				secrets[u.KeyEnv] = true
+			}
+		}
+	}
+	if d.egress != nil {
+		proxy := fmt.Sprintf("http://127.0.0.1:%d", relayProxyPort)
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			a[k] = proxy
+		}
+		for _, k := range []string{"NO_PROXY", "no_proxy"} {
+			a[k] = "localhost,127.0.0.1,::1"
+		}
+	}
+	for k, v := range d.cfg.Secrets {
+		a[k] = v
+		if v != "" {
+			secrets[k] = true
+		}
+	}
+	d.agentEnv = envList(a)
+	d.checkEnv = envList(map[string]string{"HOME": d.home})
+	d.secrets = make([]string, 0, len(secrets))
+	for k := range secrets {
+		d.secrets = append(d.secrets, k)
+	}
+	sort.Strings(d.secrets)
+}
+
+// hostConfig is the hardened HostConfig shared by agent and check
+// containers; netMode and extra mounts differ.
+func (d *Docker) hostConfig(netMode container.NetworkMode, mounts []mount.Mount) *container.HostConfig {
+	mem := d.cfg.MemoryBytes
+	if mem <= 0 {
+		mem = DefaultMemoryBytes
+	}
+	pids := d.cfg.PidsLimit
+	if pids <= 0 {
+		pids = DefaultPidsLimit
+	}
+	cpus := d.cfg.NanoCPUs
+	if cpus <= 0 {
+		cpus = DefaultNanoCPUs
+	}
+	init := true
+	ids := fmt.Sprintf("uid=%d,gid=%d", d.uid, d.gid)
+	return &container.HostConfig{
+		NetworkMode:    netMode,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		ReadonlyRootfs: true,
+		Privileged:     false,
+		Tmpfs: map[string]string{
+			"/tmp": "rw,nosuid,nodev,exec,mode=1777",
+			d.home: "rw,nosuid,nodev,noexec,mode=0700," + ids,
+			"/run": "rw,nosuid,nodev,noexec,mode=0755," + ids,
+		},
+		IpcMode:      container.IPCModePrivate,
+		CgroupnsMode: container.CgroupnsModePrivate,
+		Init:         &init,
+		Resources: container.Resources{
+			Memory:     mem,
+			MemorySwap: mem, // memory + swap = memory: no extra swap
+			NanoCPUs:   cpus,
+			PidsLimit:  &pids,
+		},
+		// MaskedPaths and ReadonlyPaths stay nil: nil keeps Docker's masking
+		// of /proc/kcore, /proc/keys, /sys/firmware…; an empty slice would
+		// turn it off.
+		Mounts:     mounts,
+		LogConfig:  container.LogConfig{Type: "none"},
+		AutoRemove: false,
+	}
+}
+
+// workspaceMount is the workspace as the containers mount it.
+func (d *Docker) workspaceMount() mount.Mount {
+	if d.wsMode == WorkspaceCopy {
+		return mount.Mount{Type: mount.TypeVolume, Source: d.wsVolume, Target: DockerRoot}
+	}
+	return mount.Mount{Type: mount.TypeBind, Source: d.wsSource, Target: DockerRoot}
+}
+
+// createAgent creates and starts the agent container; its main process is
+// the relay (or an idle shell), and steps are execs in it.
+func (d *Docker) createAgent(ctx context.Context) error {
+	mounts := []mount.Mount{d.workspaceMount()}
+	mounts = append(mounts, d.extraMnts...)
+	var relayVolume string
+	switch {
+	case d.cfg.RelayBinary != "":
+		bin, err := filepath.EvalSymlinks(d.cfg.RelayBinary)
+		if err != nil {
+			return fmt.Errorf("sandbox: docker: relay binary %q: %w", d.cfg.RelayBinary, err)
+		}
+		if src, ok := d.view.hostPath(bin, false); ok {
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: relayPath, ReadOnly: true})
+		} else {
+			// The Engine cannot see the binary (goalrun runs in an image,
+			// or the Engine is remote): copy it into a root-owned volume
+			// before the container starts.
+			relayVolume = "goalrun-" + d.cfg.RunID + "-relay"
+			if _, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: relayVolume, Labels: d.labels("relay")}); err != nil {
+				return fmt.Errorf("sandbox: docker: creating the relay volume: %w", err)
+			}
+			d.track(func(c *createdSet) { c.volumes = append(c.volumes, relayVolume) })
+			mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: relayVolume, Target: relayDir})
+		}
+		d.relayCmd = []string{relayPath, "__relay"}
+		if d.egress != nil {
+			d.relayCmd = append(d.relayCmd, d.egress.relayArgs()...)
+		}
+	case d.egress != nil:
+		return errors.New("sandbox: docker: egress needs the relay: set Config.RelayBinary to a static goalrun binary (goalrun's own executable)")
+	default:
+		// No relay: idle on the image's shell. Checks need sh anyway.
+		d.relayCmd = []string{"sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"}
+	}
+	if d.egress != nil {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: d.egress.hostDir, Target: egressDir, ReadOnly: true})
+	}
+
+	cfg := &container.Config{
+		Image:      d.imageID,
+		Cmd:        d.relayCmd,
+		Entrypoint: []string{},
+		User:       d.user,
+		WorkingDir: DockerRoot,
+		Env:        []string{"HOME=" + d.home},
+		Labels:     d.labels("agent"),
+		// The relay's stdout says when it listens (see waitRelay).
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	hc := d.hostConfig(d.netMode, mounts)
+	name := "goalrun-" + d.cfg.RunID + "-agent"
+	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: creating the agent container from %s: %w", d.image, err)
+	}
+	d.agentID = resp.ID
+	d.track(func(c *createdSet) { c.containers = append(c.containers, resp.ID) })
+
+	if relayVolume != "" {
+		if err := d.copyRelayIn(ctx); err != nil {
+			return err
+		}
+	}
+	if d.wsMode == WorkspaceCopy {
+		if err := d.copyIn(ctx); err != nil {
+			return err
+		}
+	}
+	if err := d.startAgent(ctx); err != nil {
+		return err
+	}
+	if d.wsMode == WorkspaceBind {
+		if err := d.verifyBind(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startAgent starts (or restarts) the agent container and, when the relay
+// is its main process, waits until the relay listens.
+func (d *Docker) startAgent(ctx context.Context) error {
+	var ready <-chan error
+	if d.cfg.RelayBinary != "" {
+		r, err := d.watchRelay(ctx)
+		if err != nil {
+			return err
+		}
+		ready = r
+	}
+	if err := d.cli.ContainerStart(ctx, d.agentID, container.StartOptions{}); err != nil {
+		return fmt.Errorf("sandbox: docker: starting the agent container: %w", err)
+	}
+	if ready != nil {
+		select {
+		case err := <-ready:
+			if err != nil {
+				return err
+			}
+		case <-time.After(relayReadyWait):
+			return fmt.Errorf("sandbox: docker: the relay (%s) did not report ready within %s", strings.Join(d.relayCmd, " "), relayReadyWait)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// readPosture inspects the agent container and the Engine and records what
+// was applied.
+func (d *Docker) readPosture(ctx context.Context) error {
+	c, err := d.cli.ContainerInspect(ctx, d.agentID)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: inspecting the agent container: %w", err)
+	}
+	p := postureFromInspect(c, d.info)
+	p.Image = d.image
+	p.ImageDigest = d.digest
+	p.Root = DockerRoot
+	p.Workspace = d.wsMode
+	if d.egress != nil && p.Network == NetworkNone {
+		p.Network = NetworkEgress
+		p.EgressAllowlist = d.egress.proxy.Allowlist()
+	}
+	p.SecretsInSandbox = slices.Clone(d.secrets)
+	if d.cfg.FallbackNotice != "" {
+		n := d.cfg.FallbackNotice
+		p.FallbackNotice = &n
+	}
+	d.postureFix = p
+	return nil
+}
+
+// postureFromInspect reads the hardening the Engine applied to c.
+func postureFromInspect(c container.InspectResponse, info system.Info) Posture {
+	p := Posture{Mode: "docker", CapDrop: []string{}, SecretsInSandbox: []string{}}
+	if c.Config != nil {
+		p.User = c.Config.User
+	}
+	hc := c.HostConfig
+	if hc == nil {
+		return p
+	}
+	switch {
+	case hc.NetworkMode.IsNone():
+		p.Network = NetworkNone
+	case hc.NetworkMode.IsHost():
+		p.Network = NetworkHost
+	default:
+		p.Network = NetworkBridge
+	}
+	p.ReadOnlyRootfs = hc.ReadonlyRootfs
+	p.CapDrop = append(p.CapDrop, hc.CapDrop...)
+	p.Privileged = hc.Privileged
+	p.NoNewPrivileges, p.Seccomp = securityOpts(hc.SecurityOpt, info.SecurityOptions)
+	if hc.Privileged {
+		p.Seccomp = "unconfined" // privileged containers run without seccomp
+	}
+	if hc.PidsLimit != nil {
+		p.PidsLimit = *hc.PidsLimit
+	}
+	p.MemoryBytes = hc.Memory
+	p.NanoCPUs = hc.NanoCPUs
+	p.Runtime = hc.Runtime
+	if p.Runtime == "" {
+		p.Runtime = info.DefaultRuntime
+	}
+	p.Tier = ComputeTier(p)
+	return p
+}
+
+// securityOpts reads no-new-privileges and the seccomp profile from a
+// container's SecurityOpt and, when the container names no profile, the
+// Engine's own (Info.SecurityOptions, e.g. "name=seccomp,profile=default").
+// The seccomp result is "default", "custom" (a profile was given),
+// "unconfined" or "" (the Engine does not apply seccomp).
+func securityOpts(opts, engine []string) (noNewPrivs bool, seccomp string) {
+	for _, o := range opts {
+		k, v, hasV := strings.Cut(o, "=")
+		if !hasV {
+			k, v, hasV = strings.Cut(o, ":")
+		}
+		switch k {
+		case "no-new-privileges":
+			noNewPrivs = !hasV || v == "true"
+		case "seccomp":
+			if v == "unconfined" {
+				seccomp = "unconfined"
+			} else {
+				seccomp = "custom"
+			}
+		}
+	}
+	if seccomp == "" {
+		for _, e := range engine {
+			if !strings.Contains(e, "name=seccomp") {
+				continue
+			}
+			seccomp = "default"
+			for _, kv := range strings.Split(e, ",") {
+				if prof, ok := strings.CutPrefix(kv, "profile="); ok && prof != "default" && prof != "builtin" {
+					seccomp = prof
+					if prof != "unconfined" {
+						seccomp = "custom"
+					}
+				}
+			}
+		}
+	}
+	return noNewPrivs, seccomp
+}
+
+// Posture returns what the sandbox applied, with the egress counters as of
+// now. The caller may keep the copy.
+func (d *Docker) Posture() Posture {
+	p := d.postureFix
+	p.CapDrop = slices.Clone(p.CapDrop)
+	p.SecretsInSandbox = slices.Clone(p.SecretsInSandbox)
+	p.EgressAllowlist = slices.Clone(p.EgressAllowlist)
+	if p.FallbackNotice != nil {
+		n := *p.FallbackNotice
+		p.FallbackNotice = &n
+	}
+	if d.egress != nil {
+		s := d.egress.proxy.Stats()
+		p.EgressAllowed, p.EgressDenied = s.Allowed, s.Denied
+		p.EgressDenials = s.DenialStrings()
+	}
+	return p
+}
+
+// Root returns DockerRoot, the workspace as steps see it.
+func (d *Docker) Root() string { return DockerRoot }
+
+// ContainerID returns the agent container's id (for the sandbox_ready event).
+func (d *Docker) ContainerID() string { return d.agentID }
+
+// Close stops every running step and removes everything the run created:
+// the agent container, check containers, the workspace and relay volumes,
+// the bridge network, the egress proxy and its socket folder. It is
+// idempotent and safe on every exit path; Engine calls run even when ctx is
+// already done (bounded by apiTimeout). It returns the first removal error
+// (each names the object; a later Reap removes what was left).
+func (d *Docker) Close(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.closed {
+		d.closed = true
+		close(d.closing)
+	}
+	d.mu.Unlock()
+
+	// Running steps see closing, kill themselves and return.
+	done := make(chan struct{})
+	go func() { d.steps.Wait(); d.removals.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+	defer cancel()
+	d.mu.Lock()
+	created := d.created
+	d.created = createdSet{}
+	for id := range d.checks {
+		created.containers = append(created.containers, id)
+	}
+	d.checks = map[string]struct{}{}
+	d.mu.Unlock()
+
+	var errs []error
+	for _, id := range created.containers {
+		if err := d.cli.ContainerRemove(cctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("sandbox: docker: removing container %.12s: %w", id, err))
+		}
+	}
+	if d.egress != nil {
+		d.egress.close()
+	}
+	for _, n := range created.networks {
+		if err := d.cli.NetworkRemove(cctx, n); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("sandbox: docker: removing network %s: %w", n, err))
+		}
+	}
+	for _, v := range created.volumes {
+		if err := d.cli.VolumeRemove(cctx, v, true); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("sandbox: docker: removing volume %s: %w", v, err))
+		}
+	}
+	for _, dir := range created.dirs {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox: docker: removing %s: %w", dir, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}

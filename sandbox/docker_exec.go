@@ -1,0 +1,528 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/errdefs"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// stepWrapper starts every agent step. The Engine has no call that signals
+// an exec's processes, so the step records its pid (runc makes every exec a
+// session and process-group leader, and exec keeps the pid) in a file on the
+// /run tmpfs, where a later exec can read it to kill the whole group. It
+// also tells a missing program apart from a program that exits 127 (the
+// sentinel line on stderr, see notStartedLine). Arguments: $1 the pid file,
+// then the step's argv.
+const stepWrapper = `echo $$ > "$1" 2>/dev/null; shift; command -v "$1" >/dev/null 2>&1 || { printf '%s%s\n' "` + notStartedPrefix + `" "$1" >&2; exit 127; }; exec "$@"`
+
+// notStartedPrefix starts the line stepWrapper prints when the program is
+// missing; Exec turns it into ErrNotStarted.
+const notStartedPrefix = "goalrun-sandbox: cannot start the step, program not found: "
+
+// stepKiller kills the process group whose leader's pid is in the file $1.
+// It is the sandbox's only way to signal an exec's processes (see
+// stepWrapper). busybox's kill takes no "--", so the negative pid comes
+// right after the signal.
+const stepKiller = `read p < "$1" && [ "$p" -gt 1 ] && kill -9 "-$p"`
+
+// Exec runs cmd in the sandbox (see Sandbox).
+//
+// Agent steps are execs in the agent container, run as the sandbox user
+// through a tiny sh wrapper (the image needs sh, as every check does) with
+// the agent environment: Config.Env, the proxy and upstream variables,
+// Config.Secrets, then Cmd.Env. When the step's timeout expires, ctx ends or
+// the sandbox closes, the step's process group is killed with SIGKILL; if its
+// streams are still open stepKillWait later, the agent container itself is
+// killed (and restarted before the next agent step). In copy mode the tree
+// is copied back to the host workspace after every agent step.
+//
+// Check steps run in a fresh container from the same image with the same
+// workspace, NetworkMode none, no secrets, no proxy variables and only HOME
+// plus Cmd.Env on top of the image's own environment; the agent container
+// is paused (frozen) meanwhile, so nothing the agent left running can touch
+// the workspace during the check. The container is removed afterwards.
+//
+// OOM kills are read from the Engine's "oom" events (agent steps) or
+// State.OOMKilled (checks). Errors: ErrClosed after Close; ErrNotStarted
+// (wrapped) for an empty argv, a missing program, or a Dir outside the
+// workspace; otherwise Engine failures, naming the call.
+func (d *Docker) Exec(ctx context.Context, cmd Cmd) (Result, error) {
+	if len(cmd.Args) == 0 {
+		return Result{}, fmt.Errorf("sandbox: docker: empty command: %w", ErrNotStarted)
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	dir, err := stepWorkDir(cmd.Dir)
+	if err != nil {
+		return Result{}, err
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return Result{}, ErrClosed
+	}
+	d.steps.Add(1)
+	d.stepSeq++
+	seq := d.stepSeq
+	if cmd.Role == RoleAgent {
+		d.agentBusy++
+	}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		if cmd.Role == RoleAgent {
+			d.agentBusy--
+		}
+		d.mu.Unlock()
+		d.steps.Done()
+	}()
+	if cmd.Role == RoleCheck {
+		return d.runCheck(ctx, cmd, dir)
+	}
+	return d.execAgent(ctx, cmd, dir, seq)
+}
+
+// stepWorkDir maps Cmd.Dir to the working directory inside the sandbox.
+func stepWorkDir(rel string) (string, error) {
+	if rel == "" || rel == "." {
+		return DockerRoot, nil
+	}
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("sandbox: docker: step directory %q is not inside the workspace: %w", rel, ErrNotStarted)
+	}
+	return path.Join(DockerRoot, filepath.ToSlash(rel)), nil
+}
+
+// stopReason is why a step is being stopped early.
+type stopReason int
+
+const (
+	stopNone stopReason = iota
+	stopTimeout
+	stopCancel
+)
+
+// waitStep waits for done or for the step's timeout, ctx or Close.
+func (d *Docker) waitStep(ctx context.Context, timeout time.Duration, done <-chan struct{}) stopReason {
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-done:
+		return stopNone
+	case <-timer:
+		return stopTimeout
+	case <-ctx.Done():
+		return stopCancel
+	case <-d.closing:
+		return stopCancel
+	}
+}
+
+// streams starts demultiplexing hj into the step's writers and feeding its
+// stdin; done is closed when the output stream ends.
+func streams(hj types.HijackedResponse, cmd Cmd) (out, errw *TailWriter, done chan struct{}) {
+	fwdOut, fwdErr := StepWriters(cmd.Stdout, cmd.Stderr)
+	out = NewTailWriter(fwdOut, TailBytes)
+	errw = NewTailWriter(fwdErr, TailBytes)
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = stdcopy.StdCopy(out, errw, hj.Reader)
+	}()
+	if cmd.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(hj.Conn, cmd.Stdin) // fails once the step stops reading and the stream closes
+			_ = hj.CloseWrite()
+		}()
+	}
+	return out, errw, done
+}
+
+// bg returns a context for cleanup calls that must run even when ctx is done.
+func bg(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+}
+
+// execAgent runs an agent step as an exec in the agent container.
+func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (Result, error) {
+	if err := d.ensureAgent(ctx); err != nil {
+		return Result{}, err
+	}
+	pidFile := fmt.Sprintf("%s/goalrun-step-%d.pid", stepPidDir, seq)
+	argv := append([]string{"sh", "-c", stepWrapper, "goalrun-step", pidFile}, cmd.Args...)
+	ec, err := d.cli.ContainerExecCreate(ctx, d.agentID, container.ExecOptions{
+		User:         d.user,
+		Env:          mergeEnv(d.agentEnv, cmd.Env),
+		WorkingDir:   dir,
+		Cmd:          argv,
+		AttachStdin:  cmd.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: docker: creating the agent step %q: %w", cmd.Args[0], err)
+	}
+	start := time.Now()
+	hj, err := d.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: docker: starting the agent step %q: %w", cmd.Args[0], err)
+	}
+	defer hj.Close()
+	out, errw, done := streams(hj, cmd)
+
+	var res Result
+	switch d.waitStep(ctx, cmd.Timeout, done) {
+	case stopTimeout:
+		res.TimedOut = true
+	case stopCancel:
+		res.Cancelled = true
+	}
+	if res.TimedOut || res.Cancelled {
+		d.stopAgentStep(ctx, pidFile, done, hj)
+	}
+	res.Duration = time.Since(start)
+
+	cctx, cancel := bg(ctx)
+	defer cancel()
+	ins, err := d.execExit(cctx, ec.ID)
+	if err != nil {
+		return Result{}, err
+	}
+	res.ExitCode = ins.ExitCode
+	res.Stdout, res.Stderr = out.Output(), errw.Output()
+	if err := notStarted(res, cmd.Args[0]); err != nil {
+		return Result{}, err
+	}
+	if res.ExitCode != 0 {
+		res.OOMKilled = d.oomDuring(cctx, d.agentID, start, res.ExitCode == 137)
+	}
+	if d.wsMode == WorkspaceCopy {
+		if err := d.copyOut(cctx); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// notStarted turns the wrapper's sentinel (or the runtime's own message
+// when sh itself is missing) into ErrNotStarted.
+func notStarted(res Result, prog string) error {
+	if res.ExitCode != 126 && res.ExitCode != 127 {
+		return nil
+	}
+	tail := res.Stderr.Tail
+	if res.Stdout.Bytes == 0 && res.Stderr.Bytes == int64(len(tail)) && bytes.HasPrefix(tail, []byte(notStartedPrefix)) && bytes.Count(tail, []byte("\n")) == 1 {
+		return fmt.Errorf("sandbox: docker: step %q: %w: not found on the sandbox's PATH", prog, ErrNotStarted)
+	}
+	all := append(append([]byte(nil), res.Stdout.Tail...), tail...)
+	if bytes.Contains(all, []byte("OCI runtime exec failed")) || bytes.Contains(all, []byte("OCI runtime create failed")) {
+		return fmt.Errorf("sandbox: docker: step %q: %w: %s", prog, ErrNotStarted, strings.TrimSpace(string(all)))
+	}
+	return nil
+}
+
+// stopAgentStep kills the step's process group; when the streams stay open,
+// it kills the agent container (restarted before the next agent step) and,
+// as a last resort, stops reading.
+func (d *Docker) stopAgentStep(ctx context.Context, pidFile string, done <-chan struct{}, hj types.HijackedResponse) {
+	cctx, cancel := bg(ctx)
+	defer cancel()
+	d.killGroup(cctx, pidFile, done)
+	select {
+	case <-done:
+		return
+	case <-time.After(stepKillWait):
+	}
+	d.mu.Lock()
+	d.agentDead = true
+	d.mu.Unlock()
+	_ = d.cli.ContainerKill(cctx, d.agentID, "KILL")
+	select {
+	case <-done:
+	case <-time.After(stepKillWait):
+		hj.Close()
+		<-done
+	}
+}
+
+// killGroup runs stepKiller in the agent container, retrying while the
+// step has not written its pid file yet.
+func (d *Docker) killGroup(ctx context.Context, pidFile string, done <-chan struct{}) {
+	for attempt := 0; attempt < 5; attempt++ {
+		code, err := d.runQuiet(ctx, []string{"sh", "-c", stepKiller, "goalrun-kill", pidFile})
+		if err == nil && code == 0 {
+			return
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// runQuiet runs argv as an exec in the agent container, discarding its
+// output, and returns its exit code.
+func (d *Docker) runQuiet(ctx context.Context, argv []string) (int, error) {
+	ec, err := d.cli.ContainerExecCreate(ctx, d.agentID, container.ExecOptions{User: d.user, Cmd: argv, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return -1, err
+	}
+	hj, err := d.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return -1, err
+	}
+	_, _ = io.Copy(io.Discard, hj.Reader)
+	hj.Close()
+	ins, err := d.execExit(ctx, ec.ID)
+	return ins.ExitCode, err
+}
+
+// execExit waits until the Engine reports the exec finished; its output
+// stream can end a moment before the exit is recorded.
+func (d *Docker) execExit(ctx context.Context, id string) (container.ExecInspect, error) {
+	delay := 2 * time.Millisecond
+	for {
+		ins, err := d.cli.ContainerExecInspect(ctx, id)
+		if err != nil {
+			return ins, fmt.Errorf("sandbox: docker: inspecting step %.12s: %w", id, err)
+		}
+		if !ins.Running {
+			return ins, nil
+		}
+		select {
+		case <-ctx.Done():
+			return ins, fmt.Errorf("sandbox: docker: step %.12s still running after its output ended: %w", id, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}
+
+// oomDuring reports whether the Engine recorded an OOM kill in container id
+// since start. An OOM kill shows as SIGKILL (exit 137) of the step or of a
+// child; the kernel's notification can trail the exit slightly, so when
+// wait is set the query waits a short moment for it.
+func (d *Docker) oomDuring(ctx context.Context, id string, start time.Time, wait bool) bool {
+	until := time.Now()
+	if wait {
+		until = until.Add(300 * time.Millisecond)
+	}
+	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("container", id), filters.Arg("event", string(events.ActionOOM)))
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msgs, errs := d.cli.Events(ctx, events.ListOptions{Since: unixNano(start.Add(-time.Second)), Until: unixNano(until), Filters: f})
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return false
+			}
+			if m.Action == events.ActionOOM && time.Unix(0, m.TimeNano).After(start.Add(-time.Second)) {
+				return true
+			}
+		case <-errs:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func unixNano(t time.Time) string {
+	return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
+}
+
+// ensureAgent restarts the agent container when a step had to kill it.
+func (d *Docker) ensureAgent(ctx context.Context) error {
+	d.mu.Lock()
+	dead := d.agentDead
+	d.agentDead = false
+	d.mu.Unlock()
+	if !dead {
+		return nil
+	}
+	c, err := d.cli.ContainerInspect(ctx, d.agentID)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: inspecting the agent container: %w", err)
+	}
+	if c.State != nil && c.State.Running {
+		return nil
+	}
+	return d.startAgent(ctx)
+}
+
+// runCheck runs a check step in a fresh container.
+func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string) (Result, error) {
+	if d.wsMode == WorkspaceBind && dir != DockerRoot {
+		// The Engine creates a missing working directory; refuse instead,
+		// as an exec would.
+		if err := dirExists(d.cfg.Workspace, strings.TrimPrefix(dir, DockerRoot+"/")); err != nil {
+			return Result{}, fmt.Errorf("sandbox: docker: check step directory %q: %w: %w", cmd.Dir, ErrNotStarted, err)
+		}
+	}
+	resume := d.pauseAgent(ctx)
+	defer resume()
+
+	mounts := append([]mount.Mount{d.workspaceMount()}, d.extraMnts...)
+	cfg := &container.Config{
+		Image:        d.imageID,
+		Cmd:          cmd.Args,
+		Entrypoint:   []string{},
+		User:         d.user,
+		Env:          mergeEnv(d.checkEnv, cmd.Env),
+		WorkingDir:   dir,
+		Labels:       d.labels("check"),
+		AttachStdout: true,
+		AttachStderr: true,
+		AttachStdin:  cmd.Stdin != nil,
+		OpenStdin:    cmd.Stdin != nil,
+		StdinOnce:    cmd.Stdin != nil,
+	}
+	resp, err := d.cli.ContainerCreate(ctx, cfg, d.hostConfig(network.NetworkNone, mounts), nil, nil, "")
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: docker: creating the check container from %s: %w", d.image, err)
+	}
+	id := resp.ID
+	d.mu.Lock()
+	d.checks[id] = struct{}{}
+	d.mu.Unlock()
+	defer d.removeCheck(ctx, id)
+
+	hj, err := d.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: cmd.Stdin != nil, Stdout: true, Stderr: true})
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: docker: attaching to the check container: %w", err)
+	}
+	defer hj.Close()
+	waitC, waitErr := d.cli.ContainerWait(context.WithoutCancel(ctx), id, container.WaitConditionNextExit)
+	out, errw, done := streams(hj, cmd)
+	start := time.Now()
+	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		if isNotStartedErr(err) {
+			return Result{}, fmt.Errorf("sandbox: docker: check step %q: %w: %v", cmd.Args[0], ErrNotStarted, err)
+		}
+		return Result{}, fmt.Errorf("sandbox: docker: starting the check container: %w", err)
+	}
+
+	exited := make(chan struct{})
+	var status container.WaitResponse
+	var werr error
+	go func() {
+		defer close(exited)
+		select {
+		case status = <-waitC:
+		case werr = <-waitErr:
+		}
+	}()
+	var res Result
+	switch d.waitStep(ctx, cmd.Timeout, exited) {
+	case stopTimeout:
+		res.TimedOut = true
+	case stopCancel:
+		res.Cancelled = true
+	}
+	cctx, cancel := bg(ctx)
+	defer cancel()
+	if res.TimedOut || res.Cancelled {
+		_ = d.cli.ContainerKill(cctx, id, "KILL")
+		<-exited
+	}
+	res.Duration = time.Since(start)
+	select {
+	case <-done:
+	case <-time.After(stepKillWait):
+		hj.Close()
+		<-done
+	}
+	if werr != nil {
+		return Result{}, fmt.Errorf("sandbox: docker: waiting for the check container: %w", werr)
+	}
+	if status.Error != nil && status.Error.Message != "" {
+		return Result{}, fmt.Errorf("sandbox: docker: waiting for the check container: %s", status.Error.Message)
+	}
+	res.ExitCode = int(status.StatusCode)
+	res.Stdout, res.Stderr = out.Output(), errw.Output()
+	if res.ExitCode != 0 {
+		if c, err := d.cli.ContainerInspect(cctx, id); err == nil && c.State != nil {
+			res.OOMKilled = c.State.OOMKilled
+		}
+	}
+	return res, nil
+}
+
+// isNotStartedErr recognizes the runtime's refusal to start a program that
+// does not exist (or a working directory that cannot be entered).
+func isNotStartedErr(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"executable file not found", "no such file or directory", "permission denied", "not a directory"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// removeCheck removes a finished check container in the background; Close
+// waits for the removals.
+func (d *Docker) removeCheck(ctx context.Context, id string) {
+	d.removals.Add(1)
+	go func() {
+		defer d.removals.Done()
+		cctx, cancel := bg(ctx)
+		defer cancel()
+		err := d.cli.ContainerRemove(cctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err == nil || errdefs.IsNotFound(err) {
+			d.mu.Lock()
+			delete(d.checks, id)
+			d.mu.Unlock()
+		}
+	}()
+}
+
+// pauseAgent freezes the agent container while a check runs, unless an
+// agent step is running; the returned function unfreezes it.
+func (d *Docker) pauseAgent(ctx context.Context) func() {
+	d.mu.Lock()
+	if d.agentBusy > 0 || d.paused || d.agentDead {
+		d.mu.Unlock()
+		return func() {}
+	}
+	d.paused = true
+	d.mu.Unlock()
+	if err := d.cli.ContainerPause(ctx, d.agentID); err != nil {
+		d.mu.Lock()
+		d.paused = false
+		d.mu.Unlock()
+		return func() {}
+	}
+	return func() {
+		cctx, cancel := bg(ctx)
+		defer cancel()
+		_ = d.cli.ContainerUnpause(cctx, d.agentID)
+		d.mu.Lock()
+		d.paused = false
+		d.mu.Unlock()
+	}
+}
+
+var errNotDir = errors.New("not a directory")

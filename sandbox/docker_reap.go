@@ -1,0 +1,199 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/errdefs"
+)
+
+// ReapReport lists what Reap removed: container ids (12 characters), network
+// and volume names, and egress socket folders.
+type ReapReport struct {
+	Containers, Networks, Volumes, Dirs []string
+}
+
+// Total is the number of objects removed.
+func (r ReapReport) Total() int {
+	return len(r.Containers) + len(r.Networks) + len(r.Volumes) + len(r.Dirs)
+}
+
+// Reap removes what dead goalrun runs left behind: containers, networks and
+// volumes labelled goalrun.run (LabelRun), and goalrun-egress-* socket
+// folders in os.TempDir(). An object is a leftover when the goalrun process
+// that made it (LabelOwner) ran on this host and is gone, or, for owners
+// elsewhere (another container, another machine), when it is older than
+// olderThan (pass the run timeout: no live run is older). Objects of live
+// goalrun processes on this host are never touched, whatever their age.
+// cmd calls it at start-up, so a run killed with SIGKILL is cleaned by the
+// next one.
+//
+// It returns what it removed and the first error (listing or removing),
+// having tried everything else.
+func Reap(ctx context.Context, cli DockerAPI, olderThan time.Duration) (ReapReport, error) {
+	host, _ := os.Hostname()
+	if h := os.Getenv("HOSTNAME"); h != "" {
+		host = h
+	}
+	return reap(ctx, cli, olderThan, host, time.Now())
+}
+
+func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host string, now time.Time) (ReapReport, error) {
+	var rep ReapReport
+	var errs []error
+	leftover := func(labels map[string]string, created time.Time) bool {
+		switch ownerState(labels[LabelOwner], host) {
+		case ownerAlive:
+			return false
+		case ownerDead:
+			return true
+		}
+		return !created.IsZero() && now.Sub(created) > olderThan
+	}
+	f := filters.NewArgs(filters.Arg("label", LabelRun))
+
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sandbox: reap: listing containers: %w", err))
+	}
+	for _, c := range cs {
+		if !leftover(c.Labels, time.Unix(c.Created, 0)) {
+			continue
+		}
+		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("sandbox: reap: removing container %.12s: %w", c.ID, err))
+			continue
+		}
+		rep.Containers = append(rep.Containers, c.ID[:min(12, len(c.ID))])
+	}
+
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sandbox: reap: listing networks: %w", err))
+	}
+	for _, n := range ns {
+		if !leftover(n.Labels, n.Created) {
+			continue
+		}
+		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("sandbox: reap: removing network %s: %w", n.Name, err))
+			continue
+		}
+		rep.Networks = append(rep.Networks, n.Name)
+	}
+
+	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sandbox: reap: listing volumes: %w", err))
+	}
+	for _, v := range vs.Volumes {
+		created, _ := time.Parse(time.RFC3339, v.CreatedAt)
+		if !leftover(v.Labels, created) {
+			continue
+		}
+		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("sandbox: reap: removing volume %s: %w", v.Name, err))
+			continue
+		}
+		rep.Volumes = append(rep.Volumes, v.Name)
+	}
+
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "goalrun-egress-*"))
+	for _, dir := range dirs {
+		st, err := os.Lstat(dir)
+		if err != nil || !st.IsDir() {
+			continue
+		}
+		owner, _ := os.ReadFile(filepath.Join(dir, ownerFile))
+		labels := map[string]string{LabelOwner: strings.TrimSpace(string(owner))}
+		if !leftover(labels, st.ModTime()) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox: reap: removing %s: %w", dir, err))
+			continue
+		}
+		rep.Dirs = append(rep.Dirs, dir)
+	}
+	return rep, errors.Join(errs...)
+}
+
+// ownerLabel is the LabelOwner value of this process:
+// "<hostname>/<pid>/<start time in clock ticks since boot>".
+func ownerLabel(hostname string) string {
+	pid := os.Getpid()
+	return fmt.Sprintf("%s/%d/%d", hostname, pid, procStart(pid))
+}
+
+type ownerStatus int
+
+const (
+	ownerUnknown ownerStatus = iota // elsewhere, or unreadable: decide by age
+	ownerAlive
+	ownerDead
+)
+
+// ownerState tells whether the goalrun process named by an owner label still
+// runs; only a process on this host can be checked. A reused pid is told
+// apart by its start time.
+func ownerState(owner, host string) ownerStatus {
+	parts := strings.Split(owner, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[0] != host {
+		return ownerUnknown
+	}
+	pid, err1 := strconv.Atoi(parts[1])
+	start, err2 := strconv.ParseUint(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return ownerUnknown
+	}
+	now := procStart(pid)
+	if now == 0 {
+		if _, err := os.Stat("/proc/self/stat"); err != nil {
+			return ownerUnknown // no /proc here: cannot tell
+		}
+		return ownerDead
+	}
+	if start != 0 && now != start {
+		return ownerDead // the pid was reused
+	}
+	return ownerAlive
+}
+
+// procStart returns the start time of pid in clock ticks since boot
+// (/proc/<pid>/stat, field 22), or 0 when the process does not exist or
+// /proc is unavailable.
+func procStart(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(s[i+1:])
+	// fields[0] is field 3 (state); field 22 is fields[19].
+	if len(fields) < 20 {
+		return 0
+	}
+	v, err := strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return 0
+	}
+	// A zombie still has its entry; it is dead for our purposes.
+	if fields[0] == "Z" {
+		return 0
+	}
+	return v
+}

@@ -1,0 +1,459 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/errdefs"
+)
+
+// engineView says how a path as goalrun sees it reaches the Engine's host.
+type engineView struct {
+	// local: the Engine runs on goalrun's host and goalrun is not in a
+	// container of it, so goalrun's paths are the Engine's paths.
+	local bool
+	// self is goalrun's own container when goalrun runs in a container of
+	// the same Engine (the GitHub container-action case: the host's socket
+	// is mounted); paths are translated through its mounts.
+	self *container.InspectResponse
+}
+
+// cgroupID finds a 64-hex container id in /proc/self/cgroup (cgroup v1
+// paths like /docker/<id>, systemd scopes like docker-<id>.scope).
+var cgroupID = regexp.MustCompile(`[0-9a-f]{64}`)
+
+// detectEngineView finds out whether goalrun runs in a container of the
+// Engine (inspecting $HOSTNAME, which Docker sets to the container id's
+// first 12 characters, and the id in /proc/self/cgroup) and otherwise
+// whether the Engine shares goalrun's filesystem (a Unix socket, or an
+// Engine whose name is this host's).
+func detectEngineView(ctx context.Context, cli DockerAPI, info system.Info, hostname string) (engineView, error) {
+	var candidates []string
+	if len(hostname) >= 12 {
+		candidates = append(candidates, hostname)
+	}
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		if id := cgroupID.Find(b); id != nil {
+			candidates = append(candidates, string(id))
+		}
+	}
+	for _, cand := range candidates {
+		c, err := cli.ContainerInspect(ctx, cand)
+		if err != nil {
+			if errdefs.IsNotFound(err) {
+				continue
+			}
+			return engineView{}, fmt.Errorf("sandbox: docker: inspecting goalrun's own container %s: %w", cand, err)
+		}
+		if c.ContainerJSONBase == nil || !strings.HasPrefix(c.ID, cand) || c.State == nil || !c.State.Running {
+			continue
+		}
+		return engineView{self: &c}, nil
+	}
+	local := strings.HasPrefix(cli.DaemonHost(), "unix://") || (info.Name != "" && info.Name == hostname)
+	return engineView{local: local}, nil
+}
+
+// hostPath translates p (absolute, symlinks resolved, as goalrun sees it)
+// into the path the Engine's host knows; ok is false when the Engine cannot
+// see p. writable requires a writable mount in the container case.
+func (v engineView) hostPath(p string, writable bool) (string, bool) {
+	if v.self == nil {
+		return p, v.local
+	}
+	best := -1
+	for i, m := range v.self.Mounts {
+		if m.Destination == p || isUnder(p, m.Destination) {
+			if best < 0 || len(m.Destination) > len(v.self.Mounts[best].Destination) {
+				best = i
+			}
+		}
+	}
+	if best < 0 {
+		return "", false
+	}
+	m := v.self.Mounts[best]
+	if (m.Type != mount.TypeBind && m.Type != mount.TypeVolume) || m.Source == "" || (writable && !m.RW) {
+		return "", false
+	}
+	return m.Source + strings.TrimPrefix(p, m.Destination), true
+}
+
+// verifyBind checks that the agent container sees the workspace goalrun
+// sees: same permissions and modification time of the root folder. A
+// mismatch means the Engine resolved the path on another filesystem (goalrun
+// in a container that could not be recognized); copy mode is then the way.
+func (d *Docker) verifyBind(ctx context.Context) error {
+	st, err := os.Stat(d.cfg.Workspace)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: workspace %q: %w", d.cfg.Workspace, err)
+	}
+	ps, err := d.cli.ContainerStatPath(ctx, d.agentID, DockerRoot)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: checking the bind-mounted workspace: %w", err)
+	}
+	if !ps.Mtime.Equal(st.ModTime()) || ps.Mode.Perm() != st.Mode().Perm() {
+		return fmt.Errorf("sandbox: docker: the Engine at %s mounted a different folder at %s than goalrun's workspace %q (modified %s vs %s); goalrun cannot share its filesystem with this Engine: use --workspace copy",
+			d.cli.DaemonHost(), DockerRoot, d.cfg.Workspace, ps.Mtime, st.ModTime())
+	}
+	return nil
+}
+
+// dirExists reports whether rel is a folder inside the workspace, without
+// following symlinks out of it.
+func dirExists(workspace, rel string) error {
+	root, err := os.OpenRoot(workspace)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	st, err := root.Stat(filepath.FromSlash(rel))
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return errNotDir
+	}
+	return nil
+}
+
+// copyIn puts the host workspace into the workspace volume through the
+// (created, not yet started) agent container. Files are owned by the
+// sandbox user; symlinks are copied as symlinks, never followed; sockets,
+// devices and fifos are skipped.
+func (d *Docker) copyIn(ctx context.Context) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarTree(d.cfg.Workspace, d.uid, d.gid, pw)) }()
+	err := d.cli.CopyToContainer(ctx, d.agentID, DockerRoot, pr, container.CopyToContainerOptions{})
+	pr.CloseWithError(err)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: copying the workspace %q into the sandbox: %w", d.cfg.Workspace, err)
+	}
+	return nil
+}
+
+// tarTree writes dir as a tar stream: "./" first (so the volume's root gets
+// the owner), then every entry in lexical order, names relative to dir.
+func tarTree(dir string, uid, gid int, w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	tw := tar.NewWriter(bw)
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		name := filepath.ToSlash(rel)
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: name, Mode: int64(info.Mode().Perm()), Uid: uid, Gid: gid, ModTime: info.ModTime(), Format: tar.FormatPAX}
+		switch {
+		case info.IsDir():
+			hdr.Typeflag = tar.TypeDir
+			if name == "." {
+				hdr.Name = "./"
+			} else {
+				hdr.Name += "/"
+			}
+		case info.Mode().IsRegular():
+			hdr.Typeflag = tar.TypeReg
+			hdr.Size = info.Size()
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
+		default:
+			return nil // sockets, devices, fifos stay behind
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			n, err := io.Copy(tw, io.LimitReader(f, hdr.Size))
+			f.Close()
+			if err != nil {
+				return err
+			}
+			if n != hdr.Size {
+				return fmt.Errorf("%s shrank while it was copied (%d of %d bytes)", p, n, hdr.Size)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// copyRelayIn copies the relay binary into the relay volume, owned by root
+// and read-only, so the sandbox user cannot replace it.
+func (d *Docker) copyRelayIn(ctx context.Context) error {
+	f, err := os.Open(d.cfg.RelayBinary)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: relay binary: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: relay binary: %w", err)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := tw.WriteHeader(&tar.Header{Name: path.Base(relayPath), Typeflag: tar.TypeReg, Mode: 0o555, Size: st.Size(), ModTime: st.ModTime()})
+		if err == nil {
+			_, err = io.Copy(tw, f)
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	err = d.cli.CopyToContainer(ctx, d.agentID, relayDir, pr, container.CopyToContainerOptions{})
+	pr.CloseWithError(err)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: copying the relay into the sandbox: %w", err)
+	}
+	return nil
+}
+
+// compareLimit is the largest file copyOut compares with the host's copy
+// before deciding to rewrite it; larger files of equal size are rewritten.
+const compareLimit = 4 << 20
+
+// copyOut brings the sandbox's tree back into the host workspace after an
+// agent step (copy mode). The tree is hostile: every write goes through an
+// os.Root on the workspace, so nothing lands outside it and no symlink is
+// followed; symlinks are recreated as symlinks; only regular files,
+// folders, symlinks and hardlinks inside the tree are taken, with
+// permission bits only (no setuid, setgid or sticky bits); files that did
+// not change are left alone, and host files the sandbox no longer has are
+// removed.
+func (d *Docker) copyOut(ctx context.Context) error {
+	d.copyOutMu.Lock()
+	defer d.copyOutMu.Unlock()
+	rc, _, err := d.cli.CopyFromContainer(ctx, d.agentID, DockerRoot+"/.")
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: copying the workspace out of the sandbox: %w", err)
+	}
+	defer rc.Close()
+	root, err := os.OpenRoot(d.cfg.Workspace)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: workspace %q: %w", d.cfg.Workspace, err)
+	}
+	defer root.Close()
+	seen, err := applyTar(root, tar.NewReader(bufio.NewReaderSize(rc, 256<<10)))
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: copying the workspace out of the sandbox into %q: %w", d.cfg.Workspace, err)
+	}
+	if err := removeUnseen(root, seen); err != nil {
+		return fmt.Errorf("sandbox: docker: removing files the sandbox deleted from %q: %w", d.cfg.Workspace, err)
+	}
+	return nil
+}
+
+// archiveRel turns an archive entry name ("workspace/a/b", "./a/b", "a/b")
+// into a path relative to the workspace; "" is the root itself. ok is false
+// for names that would leave the workspace.
+func archiveRel(name string) (rel string, ok bool) {
+	name = strings.TrimPrefix(path.Clean("/"+name), "/")
+	if first, rest, found := strings.Cut(name, "/"); found && (first == "." || first == path.Base(DockerRoot)) {
+		name = rest
+	} else if name == "." || name == path.Base(DockerRoot) {
+		name = ""
+	}
+	if name == "" {
+		return "", true
+	}
+	if !filepath.IsLocal(filepath.FromSlash(name)) {
+		return "", false
+	}
+	return name, true
+}
+
+// applyTar writes the archive's entries under root and returns the set of
+// relative paths it holds.
+func applyTar(root *os.Root, tr *tar.Reader) (map[string]bool, error) {
+	seen := map[string]bool{}
+	var buf bytes.Buffer
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return seen, nil
+		}
+		if err != nil {
+			return seen, err
+		}
+		rel, ok := archiveRel(hdr.Name)
+		if !ok || rel == "" {
+			continue
+		}
+		name := filepath.FromSlash(rel)
+		perm := fs.FileMode(hdr.Mode).Perm()
+		existing, lerr := root.Lstat(name)
+		exists := lerr == nil
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			seen[rel] = true
+			if exists && existing.IsDir() {
+				if existing.Mode().Perm() != perm {
+					_ = root.Chmod(name, perm)
+				}
+				continue
+			}
+			if exists {
+				if err := root.RemoveAll(name); err != nil {
+					return seen, err
+				}
+			}
+			if err := root.Mkdir(name, perm); err != nil {
+				return seen, err
+			}
+			_ = root.Chmod(name, perm) // the umask narrowed Mkdir's mode
+		case tar.TypeReg:
+			seen[rel] = true
+			if exists && existing.Mode().IsRegular() && existing.Size() == hdr.Size && hdr.Size <= compareLimit {
+				buf.Reset()
+				if _, err := io.Copy(&buf, tr); err != nil {
+					return seen, err
+				}
+				if old, err := root.ReadFile(name); err == nil && bytes.Equal(old, buf.Bytes()) {
+					if existing.Mode().Perm() != perm {
+						_ = root.Chmod(name, perm)
+					}
+					continue
+				}
+				if err := writeFileIn(root, name, perm, &buf, hdr); err != nil {
+					return seen, err
+				}
+				continue
+			}
+			if exists {
+				if err := root.RemoveAll(name); err != nil {
+					return seen, err
+				}
+			}
+			if err := writeFileIn(root, name, perm, tr, hdr); err != nil {
+				return seen, err
+			}
+		case tar.TypeSymlink:
+			seen[rel] = true
+			if exists && existing.Mode()&fs.ModeSymlink != 0 {
+				if old, err := root.Readlink(name); err == nil && old == hdr.Linkname {
+					continue
+				}
+			}
+			if exists {
+				if err := root.RemoveAll(name); err != nil {
+					return seen, err
+				}
+			}
+			if err := root.Symlink(hdr.Linkname, name); err != nil {
+				return seen, err
+			}
+		case tar.TypeLink:
+			target, ok := archiveRel(hdr.Linkname)
+			if !ok || target == "" {
+				continue
+			}
+			seen[rel] = true
+			if exists {
+				if err := root.RemoveAll(name); err != nil {
+					return seen, err
+				}
+			}
+			if err := root.Link(filepath.FromSlash(target), name); err != nil {
+				return seen, err
+			}
+		default:
+			// Devices, fifos and sockets never come back to the host.
+		}
+	}
+}
+
+// writeFileIn creates name afresh (a new inode: a host hardlink sharing the
+// old one is never written through) with r's content.
+func writeFileIn(root *os.Root, name string, perm fs.FileMode, r io.Reader, hdr *tar.Header) error {
+	if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+}
+
+// removeUnseen removes what the workspace holds but the sandbox's tree no
+// longer does.
+func removeUnseen(root *os.Root, seen map[string]bool) error {
+	var gone []string
+	err := fs.WalkDir(root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if p == "." {
+			return nil
+		}
+		if !seen[p] {
+			gone = append(gone, p)
+			if e.IsDir() {
+				return fs.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(gone)
+	for _, p := range gone {
+		if err := root.RemoveAll(filepath.FromSlash(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,425 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/errdefs"
+)
+
+// ImageRepository is the repository part of the tag BuildImage gives images
+// when ImageSpec.Name is empty.
+const ImageRepository = "goalrun-sandbox"
+
+// ImagePath is the PATH of images BuildImage makes; /usr/local/go/bin comes
+// first so a Go toolchain bind-mounted read-only at /usr/local/go (a
+// Config.Mounts entry) needs no further setup.
+const ImagePath = "/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// ImageSpec describes a small sandbox image made only from files on this
+// machine (nothing is pulled): a static busybox with its applets, optionally
+// a real bash (Claude Code's Bash tool refuses busybox sh) and the shared
+// libraries ldd lists for bash and for LibsFor (an agent CLI that is then
+// bind-mounted, not copied), CA certificates, and /etc/passwd and
+// /etc/group entries for root and the sandbox user.
+type ImageSpec struct {
+	// Name is the repository of the tag; "" means ImageRepository. The tag
+	// is a hash of everything that goes into the image.
+	Name string
+	// Busybox is a statically linked busybox; "" means /usr/bin/busybox
+	// (Debian's busybox-static).
+	Busybox string
+	// Bash is a bash binary copied to /bin/bash with its libraries; ""
+	// means no bash.
+	Bash string
+	// LibsFor are binaries whose shared libraries (as ldd lists them) are
+	// copied into the image; the binaries themselves are not.
+	LibsFor []string
+	// Files maps image paths to host files copied in (content and
+	// permission bits; symlinks resolved).
+	Files map[string]string
+	// CACerts is a PEM bundle copied to /etc/ssl/certs/ca-certificates.crt;
+	// "" means the host's bundle at that path when it exists.
+	CACerts string
+	// UID and GID are the sandbox user's ids in /etc/passwd; 0 means
+	// DefaultUID/DefaultGID.
+	UID, GID int
+	// Labels are added to the image.
+	Labels map[string]string
+}
+
+// DefaultImageSpec is the image goalrun demo and the tests use: busybox,
+// bash (found on PATH, if any) and the libraries of the agent binaries
+// named, CA certificates and a uid 1000 user.
+func DefaultImageSpec(agentBinaries ...string) ImageSpec {
+	spec := ImageSpec{LibsFor: agentBinaries}
+	if b, err := exec.LookPath("bash"); err == nil {
+		spec.Bash = b
+	}
+	return spec
+}
+
+// imageFile is one entry of the image's root filesystem.
+type imageFile struct {
+	name     string // absolute path in the image
+	src      string // host file ("" for generated content or dirs/links)
+	data     []byte // generated content
+	mode     int64
+	dir      bool
+	linkname string // symlink target
+}
+
+// BuildImage builds the image spec describes with the Engine's build API
+// from a tar context (FROM scratch, so nothing is pulled) and returns its
+// reference "<name>:<hash>"; when an image with that reference already
+// exists it is reused without building. Errors name the host file or the
+// build step that failed; a missing busybox suggests installing Debian's
+// busybox-static.
+func BuildImage(ctx context.Context, cli DockerAPI, spec ImageSpec) (string, error) {
+	files, err := imageFiles(spec)
+	if err != nil {
+		return "", err
+	}
+	dockerfile := imageDockerfile(spec)
+	sum, err := hashImage(files, dockerfile)
+	if err != nil {
+		return "", err
+	}
+	name := spec.Name
+	if name == "" {
+		name = ImageRepository
+	}
+	ref := name + ":" + sum[:16]
+	if _, err := cli.ImageInspect(ctx, ref); err == nil {
+		return ref, nil
+	} else if !errdefs.IsNotFound(err) {
+		return "", fmt.Errorf("sandbox: image: inspecting %s: %w", ref, err)
+	}
+
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeContext(pw, files, dockerfile)) }()
+	labels := map[string]string{"goalrun.image": sum}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	resp, err := cli.ImageBuild(ctx, pr, build.ImageBuildOptions{
+		Tags:        []string{ref},
+		Dockerfile:  "Dockerfile",
+		Remove:      true,
+		ForceRemove: true,
+		PullParent:  false,
+		Labels:      labels,
+		Version:     build.BuilderV1,
+	})
+	if err != nil {
+		pr.CloseWithError(err)
+		return "", fmt.Errorf("sandbox: image: building %s: %w", ref, err)
+	}
+	defer resp.Body.Close()
+	if err := readBuildOutput(resp.Body); err != nil {
+		return "", fmt.Errorf("sandbox: image: building %s: %w", ref, err)
+	}
+	if _, err := cli.ImageInspect(ctx, ref); err != nil {
+		return "", fmt.Errorf("sandbox: image: %s was not there after the build: %w", ref, err)
+	}
+	return ref, nil
+}
+
+// readBuildOutput reads the build's JSON message stream and returns the
+// first error it reports.
+func readBuildOutput(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	var tail []string
+	for {
+		var m struct {
+			Stream      string `json:"stream"`
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reading the build output: %w", err)
+		}
+		if m.Stream != "" {
+			tail = append(tail, strings.TrimSpace(m.Stream))
+			if len(tail) > 5 {
+				tail = tail[1:]
+			}
+		}
+		if m.Error != "" {
+			return fmt.Errorf("%s (last steps: %s)", m.Error, strings.Join(tail, " | "))
+		}
+	}
+}
+
+func imageDockerfile(spec ImageSpec) string {
+	var b strings.Builder
+	b.WriteString("FROM scratch\nCOPY rootfs/ /\n")
+	fmt.Fprintf(&b, "ENV PATH=%s\n", ImagePath)
+	b.WriteString("WORKDIR " + DockerRoot + "\n")
+	b.WriteString(`CMD ["sh"]` + "\n")
+	return b.String()
+}
+
+// imageFiles lists the root filesystem.
+func imageFiles(spec ImageSpec) ([]imageFile, error) {
+	uid, gid := spec.UID, spec.GID
+	if uid == 0 {
+		uid = DefaultUID
+	}
+	if gid == 0 {
+		gid = DefaultGID
+	}
+	busybox := spec.Busybox
+	if busybox == "" {
+		busybox = "/usr/bin/busybox"
+	}
+	if _, err := os.Stat(busybox); err != nil {
+		return nil, fmt.Errorf("sandbox: image: busybox %s: %w; install a static busybox (Debian: apt-get install busybox-static)", busybox, err)
+	}
+	applets, err := busyboxApplets(busybox)
+	if err != nil {
+		return nil, err
+	}
+	fs := map[string]imageFile{}
+	add := func(f imageFile) { fs[f.name] = f }
+	for _, d := range []string{"/bin", "/sbin", "/usr", "/usr/bin", "/usr/sbin", "/usr/local", "/usr/local/bin", "/etc", "/etc/ssl", "/etc/ssl/certs", "/home", "/root", "/run", "/var", DockerRoot, DockerHome} {
+		add(imageFile{name: d, dir: true, mode: 0o755})
+	}
+	add(imageFile{name: "/tmp", dir: true, mode: 0o1777})
+	add(imageFile{name: "/var/tmp", dir: true, mode: 0o1777})
+	add(imageFile{name: "/bin/busybox", src: busybox, mode: 0o755})
+	for _, a := range applets {
+		if a == "busybox" || (a == "bash" && spec.Bash != "") {
+			continue
+		}
+		add(imageFile{name: "/bin/" + a, linkname: "busybox"})
+	}
+	add(imageFile{name: "/usr/bin/env", linkname: "/bin/busybox"})
+	libsOf := append([]string(nil), spec.LibsFor...)
+	if spec.Bash != "" {
+		add(imageFile{name: "/bin/bash", src: spec.Bash, mode: 0o755})
+		libsOf = append(libsOf, spec.Bash)
+	}
+	for _, bin := range libsOf {
+		libs, err := sharedLibs(bin)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range libs {
+			for _, d := range parents(l) {
+				if _, ok := fs[d]; !ok {
+					add(imageFile{name: d, dir: true, mode: 0o755})
+				}
+			}
+			add(imageFile{name: l, src: l, mode: 0o755})
+		}
+	}
+	ca := spec.CACerts
+	if ca == "" {
+		if _, err := os.Stat("/etc/ssl/certs/ca-certificates.crt"); err == nil {
+			ca = "/etc/ssl/certs/ca-certificates.crt"
+		}
+	}
+	if ca != "" {
+		add(imageFile{name: "/etc/ssl/certs/ca-certificates.crt", src: ca, mode: 0o644})
+	}
+	add(imageFile{name: "/etc/passwd", mode: 0o644, data: []byte(fmt.Sprintf(
+		"root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:goalrun sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n", uid, gid, DockerHome))})
+	add(imageFile{name: "/etc/group", mode: 0o644, data: []byte(fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", gid))})
+	add(imageFile{name: "/etc/nsswitch.conf", mode: 0o644, data: []byte("passwd: files\ngroup: files\nhosts: files\n")})
+	add(imageFile{name: "/etc/hosts", mode: 0o644, data: []byte("127.0.0.1 localhost\n::1 localhost\n")})
+	for dst, src := range spec.Files {
+		if !path.IsAbs(dst) {
+			return nil, fmt.Errorf("sandbox: image: file destination %q must be absolute", dst)
+		}
+		st, err := os.Stat(src)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: image: file %s: %w", src, err)
+		}
+		for _, d := range parents(dst) {
+			if _, ok := fs[d]; !ok {
+				add(imageFile{name: d, dir: true, mode: 0o755})
+			}
+		}
+		add(imageFile{name: path.Clean(dst), src: src, mode: int64(st.Mode().Perm())})
+	}
+	out := make([]imageFile, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}
+
+// parents lists the folders above an absolute path, outermost first
+// (without "/").
+func parents(p string) []string {
+	var out []string
+	for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
+		out = append([]string{d}, out...)
+	}
+	return out
+}
+
+// busyboxApplets runs busybox --list.
+func busyboxApplets(busybox string) ([]string, error) {
+	out, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: image: %s --list: %w", busybox, err)
+	}
+	var applets []string
+	for _, l := range strings.Fields(string(out)) {
+		if !strings.ContainsAny(l, "/\x00") {
+			applets = append(applets, l)
+		}
+	}
+	if len(applets) == 0 {
+		return nil, fmt.Errorf("sandbox: image: %s lists no applets", busybox)
+	}
+	return applets, nil
+}
+
+// sharedLibs returns the absolute paths of the shared libraries ldd lists
+// for bin, the dynamic loader included. A static binary has none.
+func sharedLibs(bin string) ([]string, error) {
+	out, err := exec.Command("ldd", bin).CombinedOutput()
+	if err != nil {
+		if bytes.Contains(out, []byte("not a dynamic executable")) || bytes.Contains(out, []byte("statically linked")) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("sandbox: image: ldd %s: %v: %s", bin, err, bytes.TrimSpace(out))
+	}
+	return parseLdd(string(out))
+}
+
+// parseLdd reads ldd's output: "name => /path (0x…)", "/path (0x…)" and
+// "linux-vdso.so.1 (0x…)" (no file, skipped). "name => not found" is an
+// error naming the library.
+func parseLdd(out string) ([]string, error) {
+	var libs []string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		if _, rest, ok := strings.Cut(line, "=>"); ok {
+			rest = strings.TrimSpace(rest)
+			if strings.HasPrefix(rest, "not found") {
+				return nil, fmt.Errorf("sandbox: image: ldd: a library is missing on this machine: %s", line)
+			}
+			if f := strings.Fields(rest); len(f) > 0 && strings.HasPrefix(f[0], "/") {
+				libs = append(libs, f[0])
+			}
+			continue
+		}
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "/") {
+			libs = append(libs, f[0])
+		}
+	}
+	return libs, sc.Err()
+}
+
+// hashImage hashes every entry (name, kind, mode, link target, content) and
+// the Dockerfile.
+func hashImage(files []imageFile, dockerfile string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "goalrun image v1\n%s\n", dockerfile)
+	for _, f := range files {
+		fmt.Fprintf(h, "%s\x00%v\x00%o\x00%s\x00", f.name, f.dir, f.mode, f.linkname)
+		switch {
+		case f.src != "":
+			r, err := os.Open(f.src)
+			if err != nil {
+				return "", fmt.Errorf("sandbox: image: %s: %w", f.src, err)
+			}
+			_, err = io.Copy(h, r)
+			r.Close()
+			if err != nil {
+				return "", fmt.Errorf("sandbox: image: %s: %w", f.src, err)
+			}
+		default:
+			h.Write(f.data)
+		}
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeContext writes the build context: the Dockerfile and rootfs/.
+func writeContext(w io.Writer, files []imageFile, dockerfile string) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	tw := tar.NewWriter(bw)
+	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(tw, dockerfile); err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: "rootfs/", Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
+		return err
+	}
+	for _, f := range files {
+		name := "rootfs" + f.name
+		hdr := &tar.Header{Name: name, Mode: f.mode}
+		switch {
+		case f.dir:
+			hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"
+		case f.linkname != "":
+			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, f.linkname, 0o777
+		case f.src != "":
+			st, err := os.Stat(f.src)
+			if err != nil {
+				return fmt.Errorf("sandbox: image: %s: %w", f.src, err)
+			}
+			hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size()
+		default:
+			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(f.data))
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		if f.src == "" {
+			if _, err := tw.Write(f.data); err != nil {
+				return err
+			}
+			continue
+		}
+		r, err := os.Open(f.src)
+		if err != nil {
+			return fmt.Errorf("sandbox: image: %s: %w", f.src, err)
+		}
+		n, err := io.Copy(tw, io.LimitReader(r, hdr.Size))
+		r.Close()
+		if err != nil {
+			return err
+		}
+		if n != hdr.Size {
+			return fmt.Errorf("sandbox: image: %s changed while the image was built", f.src)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
