@@ -124,7 +124,7 @@ func capText(s string, n, extTotal int, tail bool) string {
 	if n < 0 {
 		n = 0
 	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = validUTF8(s)
 	content, total, marked := splitMarker(s, tail)
 	if !marked && extTotal > total {
 		total = extTotal
@@ -240,15 +240,8 @@ func parseMarker(m string) (shown, total int, ok bool) {
 // Invalid UTF-8 is replaced with U+FFFD. Briefs, event messages and
 // markdown table cells are folded.
 func Fold(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	clean := true
-	for _, r := range s {
-		if foldable(r) {
-			clean = false
-			break
-		}
-	}
-	if clean && strings.TrimSpace(s) == s {
+	s = validUTF8(s)
+	if !hasFoldable(s) && strings.TrimSpace(s) == s {
 		return s
 	}
 	var b strings.Builder
@@ -266,6 +259,36 @@ func Fold(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// validUTF8 returns s with invalid UTF-8 replaced by U+FFFD; valid text
+// (the usual case, checked fast) is returned as it is.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// hasFoldable reports whether valid UTF-8 s holds a rune Fold folds; ASCII
+// is checked a byte at a time.
+func hasFoldable(s string) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return true
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if foldable(r) {
+			return true
+		}
+		i += size
+	}
+	return false
 }
 
 // foldable reports whether Fold turns r into a space.

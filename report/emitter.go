@@ -312,7 +312,7 @@ func (p *ProgressSink) Emit(ev Event) {
 		return
 	}
 	at := ev.Time.Sub(p.start).Seconds()
-	line := fmt.Sprintf("[%5.1fs] %s", at, Cap(Fold(text), ProgressLineBytes))
+	line := fmt.Sprintf("[%5.1fs] %s", at, Cap(flat(text), ProgressLineBytes))
 	if _, err := io.WriteString(p.w, line+"\n"); err != nil {
 		p.err = fmt.Errorf("report: writing progress: %w", err)
 	}
@@ -405,6 +405,17 @@ func progressText(ev Event) string {
 		}
 	}
 	return b.String()
+}
+
+// flat puts s on one line without moving its columns: every character Fold
+// would fold becomes one space, runs are not collapsed.
+func flat(s string) string {
+	return strings.Map(func(r rune) rune {
+		if foldable(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(strings.TrimRight(s, " \n\t\r"), "\uFFFD"))
 }
 
 // writeSeconds appends " (2.1s)" from data's "seconds", if any.

@@ -8,10 +8,15 @@ import (
 	"github.com/goalrun/goalrun/sandbox"
 )
 
+// ElidedPrefix starts every note Encode adds to "elided"; notes without it
+// come from the caps Finish applies (e.g. "ungrounded_claims: 8 of 11 kept
+// (cap)").
+const ElidedPrefix = "to fit 32768 bytes, "
+
 // Elision steps, in the fixed order Encode applies them when a document does
 // not fit DocumentBytes. Each step that changes something appends one note to
-// "elided" that starts with the step's name, then says what it did, e.g.
-// "iterations.check.tail: 6 tails cut to 0 bytes shown". Steps run only
+// "elided": ElidedPrefix, the step's name, then what it did, e.g.
+// "to fit 32768 bytes, iterations.check.tail: 6 tails cut to 0 bytes shown". Steps run only
 // while the document is still too large, least useful detail first; required
 // keys are never removed, only their text shortened (with Cap's marker) or
 // their lists emptied (with the count kept and a note).
@@ -65,7 +70,7 @@ func Encode(d Document) []byte {
 		if note == "" {
 			continue
 		}
-		d.Elided = append(d.Elided, step.name+": "+note)
+		d.Elided = append(d.Elided, ElidedPrefix+step.name+": "+note)
 		if b, ok := encodeFits(d); ok {
 			return b
 		}

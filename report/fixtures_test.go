@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/goalrun/goalrun/sandbox"
 )
@@ -251,8 +252,14 @@ func cancelledRun() Run {
 	return r
 }
 
-// huge returns a string of n bytes made of unit repeated.
+// huge returns unit repeated to n bytes, cut back to a rune boundary when
+// unit is valid UTF-8 (so it may be up to 3 bytes shorter).
 func huge(unit string, n int) string {
-	s := strings.Repeat(unit, n/len(unit)+1)
-	return s[:n]
+	s := strings.Repeat(unit, n/len(unit)+1)[:n]
+	if utf8.ValidString(unit) {
+		for len(s) > 0 && !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+	}
+	return s
 }
