@@ -31,11 +31,14 @@ Internal: the egress relay goalrun starts inside an egress sandbox. Each
 LISTEN is a loopback ip:port inside the container, each SOCKET the absolute
 path of a goalrun proxy socket, e.g.
   goalrun __relay 127.0.0.1:3128=/goalrun/egress/proxy.sock
-With no mappings it waits for SIGTERM. It exits 0 on SIGTERM/SIGINT.
+Once every LISTEN is bound it prints "goalrun relay: ready" on stdout. With
+no mappings it waits for SIGTERM. It exits 0 on SIGTERM/SIGINT.
 `
 
-// relayCmd runs the relay until ctx ends (SIGTERM/SIGINT) and returns 0 then;
-// a bad mapping exits 2 naming it, a relay failure (a port in use) exits 3.
+// relayCmd binds every mapping, prints egress.RelayReadyLine on stdout, and
+// relays until ctx ends (SIGTERM/SIGINT), returning 0 then. A bad mapping
+// exits 2 naming it; a relay failure (a port in use) exits 3, with the
+// reason on stderr and no ready line.
 func relayCmd(ctx context.Context, args []string, _ lookupEnv, stdout, stderr io.Writer) int {
 	mappings := make([]egress.Mapping, 0, len(args))
 	for _, a := range args {
@@ -51,7 +54,15 @@ func relayCmd(ctx context.Context, args []string, _ lookupEnv, stdout, stderr io
 		}
 		mappings = append(mappings, m)
 	}
-	if err := egress.Relay(ctx, mappings, stderr); err != nil {
+	r, err := egress.ListenRelay(mappings)
+	if err != nil {
+		fmt.Fprintf(stderr, "goalrun %s: %v\n", relayCommand, err)
+		return exitRunFailed
+	}
+	// Every mapping is bound: tell the Docker sandbox, which waits for this
+	// line before the first agent step.
+	fmt.Fprintln(stdout, egress.RelayReadyLine)
+	if err := r.Serve(ctx, stderr); err != nil {
 		fmt.Fprintf(stderr, "goalrun %s: %v\n", relayCommand, err)
 		return exitRunFailed
 	}

@@ -309,7 +309,7 @@ type recorded struct {
 	header                  http.Header
 }
 
-func newRecordingServer(t *testing.T) *recordingServer {
+func newRecordingServer(t testing.TB) *recordingServer {
 	rs := &recordingServer{}
 	rs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)

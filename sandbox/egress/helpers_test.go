@@ -105,7 +105,7 @@ func (d *routeDialer) addrs() []string {
 
 // shortTempDir returns a temporary directory with a short path: a Unix
 // socket path must fit 107 bytes, which t.TempDir's long names can exceed.
-func shortTempDir(t *testing.T) string {
+func shortTempDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "egr")
 	if err != nil {
@@ -116,7 +116,7 @@ func shortTempDir(t *testing.T) string {
 }
 
 // listenUnix listens on a fresh Unix socket and returns it with its path.
-func listenUnix(t *testing.T, name string) (net.Listener, string) {
+func listenUnix(t testing.TB, name string) (net.Listener, string) {
 	t.Helper()
 	path := filepath.Join(shortTempDir(t), name)
 	l, err := net.Listen("unix", path)
@@ -141,7 +141,7 @@ type harness struct {
 // startHarness builds a Proxy from cfg (its Resolver and DialContext are
 // replaced by fakes when nil), serves it through a relay and stops both at
 // the end of the test.
-func startHarness(t *testing.T, cfg Config) *harness {
+func startHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	h := &harness{dial: newDialer(), relayLog: &syncBuffer{}}
 	if cfg.Resolver == nil {
@@ -310,7 +310,7 @@ func (s *syncBuffer) String() string {
 
 // echoServer accepts TCP connections on loopback and echoes each one
 // ("hello" in, "hello" out) until the peer half-closes.
-func echoServer(t *testing.T, network, addr string) net.Listener {
+func echoServer(t testing.TB, network, addr string) net.Listener {
 	t.Helper()
 	l, err := net.Listen(network, addr)
 	if err != nil {

@@ -18,6 +18,11 @@ import (
 // 108 bytes including the terminating NUL (unix(7)).
 const maxSocketPath = 107
 
+// RelayReadyLine is the line `goalrun __relay` prints on its standard output
+// once every mapping is bound (also with none), so whoever started it can
+// wait for it before letting anything connect.
+const RelayReadyLine = "goalrun relay: ready"
+
 // relayDialTimeout bounds connecting to a proxy socket.
 const relayDialTimeout = 10 * time.Second
 
