@@ -1,0 +1,491 @@
+package goal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/goalrun/goalrun/report"
+)
+
+// Bounds of the workspace tracker (ChangeOptions' zero values).
+const (
+	// DefaultMaxFileBytes is the largest file the tracker reads to hash it:
+	// 8 MiB. Larger files are compared by size, mode, inode and change
+	// time only, and reported as changed without a line count.
+	DefaultMaxFileBytes = 8 << 20
+	// DefaultDiffFileBytes is the largest text file that is line-diffed for
+	// insertions, deletions and the patch: 1 MiB.
+	DefaultDiffFileBytes = 1 << 20
+	// DefaultMaxFiles bounds the entries of one snapshot: 200000 files.
+	// Beyond it the snapshot is marked truncated and the rest is not seen.
+	DefaultMaxFiles = 200000
+	// DefaultBaselineStoreBytes bounds the baseline copies of text files
+	// kept (in a private temporary directory) to diff against: 1 GiB.
+	DefaultBaselineStoreBytes = 1 << 30
+	// riskyKeep bounds the risky paths the tracker keeps (the document
+	// shows report.RiskyPathsMax of them and counts the rest).
+	riskyKeep = 256
+)
+
+// ChangeOptions configures a WorkspaceTracker.
+type ChangeOptions struct {
+	// Check is the --until command; the workspace files it names (a script)
+	// and the configuration its test runner reads are the check's files.
+	Check string
+	// Evidence, when set, receives the changed paths each time Changes is
+	// computed, so file claims are judged against the real diff.
+	Evidence *report.Evidence
+	// MaxFileBytes, DiffFileBytes, MaxFiles and BaselineStoreBytes override
+	// the Default* bounds (0 = default).
+	MaxFileBytes, DiffFileBytes int64
+	MaxFiles                    int
+	BaselineStoreBytes          int64
+	// TempDir is where the baseline copies are kept ("" = os.TempDir()).
+	TempDir string
+}
+
+// WorkspaceTracker follows the workspace through a run without ever running
+// a program in it (never the host's git): it snapshots the tree before the
+// first agent turn and after each turn, reading it only through os.Root,
+// regular files only, size-capped, never following a symlink and never
+// opening a special file or a new hard link, and computes the run's changes
+// — files changed, insertions, deletions, risky paths, whether the check's
+// own files were modified, and the SHA-256 of a canonical unified diff.
+//
+// It implements the loop's Tracker seam. It is safe for concurrent use;
+// Close removes its baseline copies.
+type WorkspaceTracker struct {
+	dir string
+	opt ChangeOptions
+	// open is how a file is opened for reading; tests wrap it to prove what
+	// is never opened.
+	open func(r *os.Root, name string) (*os.File, error)
+	// patchTee, when set (tests), also receives the canonical patch.
+	patchTee io.Writer
+
+	mu         sync.Mutex
+	base, last *snapshot
+	store      *blobStore
+	checkFiles map[string]bool
+	checkRun   map[string]bool // runners the check uses: make, npm, pytest, …
+	diff       *WorkspaceDiff
+}
+
+var _ Tracker = (*WorkspaceTracker)(nil)
+
+// NewWorkspaceTracker returns a tracker for the workspace at dir (a host
+// path). Nothing is read until Baseline.
+func NewWorkspaceTracker(dir string, opt ChangeOptions) *WorkspaceTracker {
+	if opt.MaxFileBytes <= 0 {
+		opt.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if opt.DiffFileBytes <= 0 {
+		opt.DiffFileBytes = DefaultDiffFileBytes
+	}
+	opt.DiffFileBytes = min(opt.DiffFileBytes, opt.MaxFileBytes)
+	if opt.MaxFiles <= 0 {
+		opt.MaxFiles = DefaultMaxFiles
+	}
+	if opt.BaselineStoreBytes <= 0 {
+		opt.BaselineStoreBytes = DefaultBaselineStoreBytes
+	}
+	return &WorkspaceTracker{dir: dir, opt: opt, open: openNoFollow}
+}
+
+// openNoFollow opens name read-only inside r without blocking on a FIFO
+// and without following a symlink in its last component.
+func openNoFollow(r *os.Root, name string) (*os.File, error) {
+	return r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+}
+
+// Baseline snapshots the workspace before the first agent turn, keeping
+// copies of its text files to diff against. It returns an error when the
+// workspace cannot be read at all.
+func (t *WorkspaceTracker) Baseline(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.store == nil {
+		st, err := newBlobStore(t.opt.TempDir, t.opt.BaselineStoreBytes)
+		if err != nil {
+			return err
+		}
+		t.store = st
+	}
+	s, err := t.scan(ctx, nil, true)
+	if err != nil {
+		return err
+	}
+	t.base, t.last, t.diff = s, s, nil
+	t.checkFiles, t.checkRun = checkFilesOf(t.opt.Check, s)
+	return nil
+}
+
+// AfterTurn snapshots the workspace after agent turn iteration and returns
+// its state fingerprint (hex SHA-256 over every path, mode, content hash
+// and symlink target): equal fingerprints mean nothing changed.
+func (t *WorkspaceTracker) AfterTurn(ctx context.Context, iteration int) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.base == nil {
+		return "", errors.New("goal: workspace tracker: AfterTurn before Baseline")
+	}
+	s, err := t.scan(ctx, t.last, false)
+	if err != nil {
+		return "", fmt.Errorf("workspace snapshot after turn %d: %w", iteration, err)
+	}
+	t.last, t.diff = s, nil
+	return s.state, nil
+}
+
+// Changes returns the run's changes for the document: a fresh snapshot
+// compared with the baseline. It returns nil when there is no baseline or
+// the workspace cannot be read any more.
+func (t *WorkspaceTracker) Changes(ctx context.Context) *report.Changes {
+	d, err := t.Diff(ctx)
+	if err != nil || d == nil {
+		return nil
+	}
+	return d.Report()
+}
+
+// Diff computes the detailed diff between the baseline and the workspace
+// now (and hands the changed paths to ChangeOptions.Evidence).
+func (t *WorkspaceTracker) Diff(ctx context.Context) (*WorkspaceDiff, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.base == nil {
+		return nil, errors.New("goal: workspace tracker: no baseline")
+	}
+	s, err := t.scan(ctx, t.last, false)
+	if err != nil {
+		return nil, err
+	}
+	t.last = s
+	root, err := os.OpenRoot(t.dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", t.dir, err)
+	}
+	defer root.Close()
+	d := t.compare(ctx, root, t.base, s)
+	t.diff = d
+	if t.opt.Evidence != nil {
+		changed := make(map[string]string, len(d.Files))
+		for _, f := range d.Files {
+			changed[f.Path] = f.Status
+		}
+		t.opt.Evidence.SetChanged(changed)
+	}
+	return d, nil
+}
+
+// Close removes the baseline copies. It is idempotent.
+func (t *WorkspaceTracker) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.store == nil {
+		return nil
+	}
+	err := t.store.close()
+	t.store = nil
+	return err
+}
+
+// entry is one non-directory in a snapshot.
+type entry struct {
+	mode   fs.FileMode // type bits and permissions
+	size   int64
+	hashed bool
+	hash   [32]byte
+	target string // symlink target
+	// unread says why a regular file's content was not read: "too large",
+	// "hard link", "unreadable", "changed while read"; "" when it was.
+	unread string
+	dev    uint64
+	ino    uint64
+	nlink  uint64
+	mtime  int64
+	ctime  int64
+	stored bool // its content is in the baseline store
+}
+
+// snapshot is the workspace at one moment.
+type snapshot struct {
+	entries   map[string]*entry
+	paths     []string // sorted
+	truncated bool
+	state     string
+}
+
+// gitKeep says which paths inside a .git directory are watched: its config,
+// hooks and info (attributes, exclude) — the files that make git run
+// programs or hide files. Objects, refs, logs and the index are skipped.
+func gitKeep(rel string) (keep, descend bool) {
+	switch {
+	case rel == "config", rel == "hooks", rel == "info":
+		return true, true
+	case strings.HasPrefix(rel, "hooks/"), strings.HasPrefix(rel, "info/"):
+		return true, true
+	}
+	return false, false
+}
+
+// insideGit returns the part of p below its innermost ".git" directory
+// component and whether there is one.
+func insideGit(p string) (string, bool) {
+	if strings.HasPrefix(p, ".git/") {
+		return p[len(".git/"):], true
+	}
+	if i := strings.LastIndex(p, "/.git/"); i >= 0 {
+		return p[i+len("/.git/"):], true
+	}
+	return "", false
+}
+
+// scan walks the workspace. prev (may be nil) lends content hashes of files
+// whose inode, size, mode and change times are unchanged; store keeps
+// baseline copies of text files.
+func (t *WorkspaceTracker) scan(ctx context.Context, prev *snapshot, store bool) (*snapshot, error) {
+	root, err := os.OpenRoot(t.dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", t.dir, err)
+	}
+	defer root.Close()
+	s := &snapshot{entries: map[string]*entry{}}
+	n := 0
+	walkErr := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if n++; n%256 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if p == "." {
+			if err != nil {
+				return err
+			}
+			return nil
+		}
+		if rel, in := insideGit(p); in {
+			if keep, descend := gitKeep(rel); !keep {
+				if d != nil && d.IsDir() {
+					return fs.SkipDir
+				}
+				return nil
+			} else if d != nil && d.IsDir() && !descend {
+				return fs.SkipDir
+			}
+		}
+		if err != nil { // an unreadable directory: note it, go on
+			if d != nil && d.IsDir() {
+				s.add(p, &entry{mode: fs.ModeDir, unread: "unreadable"})
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if len(s.entries) >= t.opt.MaxFiles {
+			s.truncated = true
+			return fs.SkipAll
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil // vanished meanwhile
+		}
+		e := statEntry(info)
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			if tgt, err := root.Readlink(p); err == nil {
+				e.target = tgt
+			} else {
+				e.unread = "unreadable"
+			}
+		case info.Mode().IsRegular():
+			t.hashEntry(root, p, e, prev, store)
+		}
+		s.add(p, e)
+		return nil
+	})
+	if walkErr != nil && !errors.Is(walkErr, fs.SkipAll) {
+		return nil, fmt.Errorf("walk workspace %s: %w", t.dir, walkErr)
+	}
+	sort.Strings(s.paths)
+	s.state = s.fingerprint()
+	return s, nil
+}
+
+func (s *snapshot) add(p string, e *entry) {
+	s.entries[p] = e
+	s.paths = append(s.paths, p)
+}
+
+// fingerprint hashes the whole snapshot.
+func (s *snapshot) fingerprint() string {
+	h := sha256.New()
+	for _, p := range s.paths {
+		e := s.entries[p]
+		fmt.Fprintf(h, "%s\x00%o\x00%d\x00%x\x00%s\x00%s", p, uint32(e.mode), e.size, e.hash, e.target, e.unread)
+		if !e.hashed { // content unknown: its identity and times stand in
+			fmt.Fprintf(h, "\x00%d/%d/%d/%d", e.dev, e.ino, e.mtime, e.ctime)
+		}
+		h.Write([]byte{'\n'})
+	}
+	if s.truncated {
+		h.Write([]byte("truncated"))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// statEntry records what lstat said.
+func statEntry(info fs.FileInfo) *entry {
+	e := &entry{mode: info.Mode(), size: info.Size(), mtime: info.ModTime().UnixNano()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		e.dev, e.ino, e.nlink = uint64(st.Dev), st.Ino, uint64(st.Nlink)
+		e.ctime = st.Ctim.Sec*1e9 + st.Ctim.Nsec
+	}
+	return e
+}
+
+// sameFile reports whether e and o are the same unchanged inode: a hash of
+// o may be reused for e.
+func sameFile(e, o *entry) bool {
+	return o != nil && e.ino != 0 && e.dev == o.dev && e.ino == o.ino && e.size == o.size &&
+		e.mode == o.mode && e.mtime == o.mtime && e.ctime == o.ctime
+}
+
+// hashEntry fills e's content hash (and the baseline copy), unless the file
+// is too large, a hard link that did not exist at the baseline, or changed
+// while it was read.
+func (t *WorkspaceTracker) hashEntry(root *os.Root, p string, e *entry, prev *snapshot, store bool) {
+	if prev != nil {
+		if o := prev.entries[p]; sameFile(e, o) {
+			e.hashed, e.hash, e.unread, e.stored = o.hashed, o.hash, o.unread, o.stored
+			return
+		}
+	}
+	if e.nlink > 1 && t.base != nil {
+		// A new hard link can point at a host file the agent could not
+		// read itself; never open it. A baseline file keeps its identity.
+		if o := t.base.entries[p]; o == nil || o.ino != e.ino || o.dev != e.dev {
+			e.unread = "hard link"
+			return
+		}
+	}
+	if e.size > t.opt.MaxFileBytes {
+		e.unread = "too large"
+		return
+	}
+	b, err := t.readRegular(root, p, e)
+	if err != nil {
+		e.unread = err.Error()
+		return
+	}
+	e.hash, e.hashed = sha256.Sum256(b), true
+	if store && int64(len(b)) <= t.opt.DiffFileBytes && isText(b) && t.store != nil {
+		e.stored = t.store.put(e.hash, b) == nil
+	}
+}
+
+// errRaced and errUnreadable are the reasons a regular file was not read.
+var (
+	errRaced      = errors.New("changed while read")
+	errUnreadable = errors.New("unreadable")
+	errTooLarge   = errors.New("too large")
+)
+
+// readRegular reads a regular file that lstat described as e: opened
+// without following a symlink and without blocking on a FIFO, then checked
+// (fstat) to be the very same regular inode, read at most MaxFileBytes.
+func (t *WorkspaceTracker) readRegular(root *os.Root, p string, e *entry) ([]byte, error) {
+	f, err := t.open(root, p)
+	if err != nil {
+		return nil, errUnreadable
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return nil, errRaced
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && (uint64(st.Dev) != e.dev || st.Ino != e.ino) {
+		return nil, errRaced
+	}
+	b, err := io.ReadAll(io.LimitReader(f, t.opt.MaxFileBytes+1))
+	if err != nil {
+		return nil, errUnreadable
+	}
+	if int64(len(b)) > t.opt.MaxFileBytes {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+// isText applies git's heuristic: no NUL byte in the first 8000 bytes.
+func isText(b []byte) bool {
+	n := min(len(b), 8000)
+	for _, c := range b[:n] {
+		if c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// blobStore keeps baseline file contents in a private directory, by hash.
+type blobStore struct {
+	dir   string
+	limit int64
+	used  int64
+	have  map[[32]byte]bool
+}
+
+func newBlobStore(tmp string, limit int64) (*blobStore, error) {
+	dir, err := os.MkdirTemp(tmp, "goalrun-baseline-")
+	if err != nil {
+		return nil, fmt.Errorf("create the baseline store: %w", err)
+	}
+	return &blobStore{dir: dir, limit: limit, have: map[[32]byte]bool{}}, nil
+}
+
+func (b *blobStore) put(h [32]byte, data []byte) error {
+	if b.have[h] {
+		return nil
+	}
+	if b.used+int64(len(data)) > b.limit {
+		return errors.New("baseline store full")
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, hex.EncodeToString(h[:])), data, 0o600); err != nil {
+		return err
+	}
+	b.have[h] = true
+	b.used += int64(len(data))
+	return nil
+}
+
+func (b *blobStore) get(h [32]byte) ([]byte, bool) {
+	if b == nil || !b.have[h] {
+		return nil, false
+	}
+	data, err := os.ReadFile(filepath.Join(b.dir, hex.EncodeToString(h[:])))
+	return data, err == nil
+}
+
+func (b *blobStore) close() error { return os.RemoveAll(b.dir) }
+
+// cleanRel is p cleaned as a workspace-relative slash path ("" outside).
+func cleanRel(p string) string {
+	p = path.Clean(strings.TrimPrefix(p, "./"))
+	if p == "." || p == ".." || strings.HasPrefix(p, "../") || strings.HasPrefix(p, "/") {
+		return ""
+	}
+	return p
+}

@@ -1,0 +1,629 @@
+package goal
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/goalrun/goalrun/report"
+)
+
+// File change statuses (FileChange.Status), the same words as
+// report.Change*.
+const (
+	StatusAdded    = report.ChangeAdded
+	StatusModified = report.ChangeModified
+	StatusDeleted  = report.ChangeDeleted
+)
+
+// FileChange is one changed path.
+type FileChange struct {
+	// Path is workspace-relative, with slashes.
+	Path string
+	// Status is StatusAdded, StatusModified or StatusDeleted.
+	Status string
+	// OldMode and NewMode are git-style modes ("100644", "100755",
+	// "120000" for a symlink, "special" for a FIFO, socket or device); ""
+	// when the path did not exist on that side.
+	OldMode, NewMode string
+	// Insertions and Deletions count changed lines of a text diff.
+	Insertions, Deletions int
+	// Binary is true when the content was not line-diffed: binary, larger
+	// than the diff bound, unread (see Unread), a symlink or a special file.
+	Binary bool
+	// Unread says why the new content was never read ("hard link", "too
+	// large", "special file", …); "" when it was read or is absent.
+	Unread string
+	// Target is the new symlink target ("" for other files).
+	Target string
+	// Risky lists why the change is risky (empty when it is not).
+	Risky []string
+	// CheckFile is true when the path is one of the check's files or a test
+	// file: changing it makes a pass suspect.
+	CheckFile bool
+}
+
+// RiskyPath is a risky changed path and why.
+type RiskyPath struct {
+	Path   string
+	Reason string
+}
+
+// WorkspaceDiff is the run's changes, in detail.
+type WorkspaceDiff struct {
+	// Files are the changed paths in byte order of their path.
+	Files []FileChange
+	// Insertions and Deletions are the totals over Files.
+	Insertions, Deletions int
+	// Risky are the risky paths, the most serious first (at most 256).
+	Risky []RiskyPath
+	// CheckModified is true when a check file or a test file changed.
+	CheckModified bool
+	// PatchSHA256 is the hex SHA-256 of the canonical unified diff (see
+	// writePatch); it identifies the change set.
+	PatchSHA256 string
+	// Truncated is true when a snapshot hit ChangeOptions.MaxFiles.
+	Truncated bool
+}
+
+// Report returns the document's "changes" block.
+func (d *WorkspaceDiff) Report() *report.Changes {
+	c := &report.Changes{
+		FilesChanged: len(d.Files), Insertions: d.Insertions, Deletions: d.Deletions,
+		RiskyPaths: make([]string, 0, len(d.Risky)), CheckModified: d.CheckModified, PatchSHA256: d.PatchSHA256,
+	}
+	for _, r := range d.Risky {
+		c.RiskyPaths = append(c.RiskyPaths, r.Path)
+	}
+	return c
+}
+
+// gitMode is the git-style mode of an entry.
+func gitMode(e *entry) string {
+	switch {
+	case e == nil:
+		return ""
+	case e.mode&fs.ModeSymlink != 0:
+		return "120000"
+	case e.mode.IsRegular():
+		if e.mode&0o100 != 0 {
+			return "100755"
+		}
+		return "100644"
+	}
+	return "special"
+}
+
+// sameContent reports whether a path's entry is unchanged between snapshots.
+func sameContent(a, b *entry) bool {
+	if gitMode(a) != gitMode(b) {
+		return false
+	}
+	switch {
+	case a.mode&fs.ModeSymlink != 0:
+		return a.target == b.target
+	case a.mode.IsRegular():
+		if a.hashed && b.hashed {
+			return a.hash == b.hash
+		}
+		return sameFile(a, b) // content unknown: the inode and times must hold
+	}
+	return a.mode == b.mode && a.dev == b.dev && a.ino == b.ino
+}
+
+// compare builds the diff of base → cur; contents are read from the
+// baseline store (old) and through root (new), safely.
+func (t *WorkspaceTracker) compare(ctx context.Context, root *os.Root, base, cur *snapshot) *WorkspaceDiff {
+	d := &WorkspaceDiff{Truncated: base.truncated || cur.truncated}
+	paths := mergeSorted(base.paths, cur.paths)
+	sum := sha256.New()
+	var patch io.Writer = sum
+	if t.patchTee != nil {
+		patch = io.MultiWriter(sum, t.patchTee)
+	}
+	seed := maphash.MakeSeed()
+	for _, p := range paths {
+		if ctx.Err() != nil {
+			break
+		}
+		o, n := base.entries[p], cur.entries[p]
+		if o != nil && n != nil && sameContent(o, n) {
+			continue
+		}
+		if (o != nil && o.mode.IsDir()) || (n != nil && n.mode.IsDir()) {
+			continue // an unreadable directory marker
+		}
+		fc := FileChange{Path: p, OldMode: gitMode(o), NewMode: gitMode(n)}
+		switch {
+		case o == nil:
+			fc.Status = StatusAdded
+		case n == nil:
+			fc.Status = StatusDeleted
+		default:
+			fc.Status = StatusModified
+		}
+		if n != nil && n.mode&fs.ModeSymlink != 0 {
+			fc.Target = n.target
+		}
+		oldText, oldOK := t.oldContent(o)
+		newText, newOK := t.newContent(root, p, n, &fc)
+		writeHeader(patch, &fc, o, n)
+		if oldOK && newOK {
+			fc.Insertions, fc.Deletions = writeTextDiff(patch, fc.Path, oldText, newText, seed)
+		} else {
+			fc.Binary = true
+			writeBinary(patch, &fc, o, n)
+		}
+		t.classify(&fc, o, n, oldText, newText, oldOK, newOK)
+		d.Insertions += fc.Insertions
+		d.Deletions += fc.Deletions
+		if fc.CheckFile {
+			d.CheckModified = true
+		}
+		d.Files = append(d.Files, fc)
+	}
+	d.PatchSHA256 = hex.EncodeToString(sum.Sum(nil))
+	d.Risky = rankRisky(d.Files)
+	return d
+}
+
+// oldContent returns the baseline text of e when it was kept (or an empty
+// text when the path did not exist).
+func (t *WorkspaceTracker) oldContent(e *entry) ([]byte, bool) {
+	switch {
+	case e == nil:
+		return nil, true
+	case e.mode&fs.ModeSymlink != 0 || !e.mode.IsRegular():
+		return nil, false
+	case e.hashed && e.size == 0:
+		return nil, true
+	case e.stored:
+		return t.store.get(e.hash)
+	}
+	return nil, false
+}
+
+// newContent returns the current text of the file e describes, read safely
+// again (and checked against the snapshot's hash), when it is a text file
+// within the diff bound; a file the snapshot did not read stays unread.
+func (t *WorkspaceTracker) newContent(root *os.Root, p string, e *entry, fc *FileChange) ([]byte, bool) {
+	switch {
+	case e == nil:
+		return nil, true
+	case e.mode&fs.ModeSymlink != 0:
+		return nil, false
+	case !e.mode.IsRegular():
+		fc.Unread = "special file"
+		return nil, false
+	case e.unread != "":
+		fc.Unread = e.unread
+		return nil, false
+	case e.size > t.opt.DiffFileBytes:
+		return nil, false
+	}
+	b, err := t.readRegular(root, p, e)
+	if err != nil || sha256.Sum256(b) != e.hash || !isText(b) {
+		return nil, false
+	}
+	return b, true
+}
+
+// writeHeader writes a file's git-style header to the patch.
+func writeHeader(w io.Writer, fc *FileChange, o, n *entry) {
+	fmt.Fprintf(w, "diff --git a/%s b/%s\n", fc.Path, fc.Path)
+	switch fc.Status {
+	case StatusAdded:
+		fmt.Fprintf(w, "new file mode %s\n", fc.NewMode)
+	case StatusDeleted:
+		fmt.Fprintf(w, "deleted file mode %s\n", fc.OldMode)
+	default:
+		if fc.OldMode != fc.NewMode {
+			fmt.Fprintf(w, "old mode %s\nnew mode %s\n", fc.OldMode, fc.NewMode)
+		}
+	}
+}
+
+// writeBinary writes the patch lines of content that is not line-diffed:
+// the identities of both sides (content hash, symlink target, or what is
+// known of an unread file) so the patch hash still changes with them.
+func writeBinary(w io.Writer, fc *FileChange, o, n *entry) {
+	fmt.Fprintf(w, "index %s..%s\nBinary files a/%s and b/%s differ\n", identity(o), identity(n), fc.Path, fc.Path)
+}
+
+func identity(e *entry) string {
+	switch {
+	case e == nil:
+		return "0"
+	case e.mode&fs.ModeSymlink != 0:
+		return "link:" + strconv.Quote(e.target)
+	case e.hashed:
+		return hex.EncodeToString(e.hash[:])
+	}
+	return fmt.Sprintf("unread:%s:%d:%d:%d", e.unread, e.size, e.ino, e.mtime)
+}
+
+// mergeSorted returns the sorted union of two sorted lists.
+func mergeSorted(a, b []string) []string {
+	out := make([]string, 0, max(len(a), len(b)))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// Risk reasons.
+const (
+	riskCheck     = "the check's own file"
+	riskTest      = "a test file"
+	riskLinkOut   = "symlink pointing outside the workspace"
+	riskLinkAbs   = "symlink with an absolute target"
+	riskHardlink  = "hard link (never read)"
+	riskSpecial   = "special file (FIFO, socket or device; never read)"
+	riskWorkflow  = "GitHub Actions workflow or action"
+	riskGit       = "git configuration or hooks"
+	riskAgent     = "agent or goalrun configuration"
+	riskBuild     = "build script"
+	riskScripts   = "package.json scripts changed"
+	riskGenerate  = "go:generate directive added or changed"
+	riskPytestCfg = "test runner configuration changed"
+)
+
+// riskOrder ranks reasons, most serious first.
+var riskOrder = []string{riskCheck, riskTest, riskLinkOut, riskLinkAbs, riskHardlink, riskSpecial, riskWorkflow,
+	riskGit, riskAgent, riskPytestCfg, riskScripts, riskGenerate, riskBuild}
+
+// classify fills fc.Risky and fc.CheckFile.
+func (t *WorkspaceTracker) classify(fc *FileChange, o, n *entry, oldText, newText []byte, oldOK, newOK bool) {
+	p := fc.Path
+	add := func(r string) { fc.Risky = append(fc.Risky, r) }
+	if t.checkFiles[p] {
+		fc.CheckFile = true
+		add(riskCheck)
+	} else if isTestFile(p) {
+		fc.CheckFile = true
+		add(riskTest)
+	}
+	if n != nil {
+		switch {
+		case n.mode&fs.ModeSymlink != 0:
+			if path.IsAbs(n.target) {
+				add(riskLinkAbs)
+			} else if cleanRel(path.Join(path.Dir(p), n.target)) == "" {
+				add(riskLinkOut)
+			}
+		case n.unread == "hard link":
+			add(riskHardlink)
+		case !n.mode.IsRegular():
+			add(riskSpecial)
+		}
+	}
+	base := path.Base(p)
+	lower := strings.ToLower(p)
+	switch {
+	case strings.HasPrefix(p, ".github/workflows/"), strings.HasPrefix(p, ".github/actions/"):
+		add(riskWorkflow)
+	case strings.HasPrefix(base, ".git") || strings.Contains("/"+p, "/.git/"):
+		add(riskGit)
+	}
+	if isAgentConfig(p) {
+		add(riskAgent)
+	}
+	if isBuildScript(p) {
+		add(riskBuild)
+	}
+	switch {
+	case base == "package.json":
+		if !oldOK || !newOK || jsonKeyChanged(oldText, newText, "scripts") {
+			add(riskScripts)
+			if t.checkRun["npm"] {
+				fc.CheckFile = true
+			}
+		}
+		if t.checkRun["npm"] && (!oldOK || !newOK || jsonKeyChanged(oldText, newText, "jest")) {
+			fc.CheckFile = true
+		}
+	case base == "pyproject.toml" || base == "setup.cfg" || base == "tox.ini":
+		if !oldOK || !newOK || tomlSectionChanged(oldText, newText, "tool.pytest", "pytest", "tool:pytest", "testenv", "tox") {
+			add(riskPytestCfg)
+			if t.checkRun["pytest"] || t.checkRun["tox"] {
+				fc.CheckFile = true
+			}
+		}
+	case strings.HasSuffix(lower, ".go"):
+		if newOK && goGenerateChanged(oldText, newText) {
+			add(riskGenerate)
+		}
+	}
+	if fc.CheckFile && !contains(fc.Risky, riskCheck) && !contains(fc.Risky, riskTest) {
+		add(riskCheck)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// rankRisky lists risky files, the most serious reason first, then by path.
+func rankRisky(files []FileChange) []RiskyPath {
+	rank := map[string]int{}
+	for i, r := range riskOrder {
+		rank[r] = i
+	}
+	var out []RiskyPath
+	for _, f := range files {
+		if len(f.Risky) == 0 {
+			continue
+		}
+		best := f.Risky[0]
+		for _, r := range f.Risky[1:] {
+			if rank[r] < rank[best] {
+				best = r
+			}
+		}
+		out = append(out, RiskyPath{Path: f.Path, Reason: best})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if rank[out[i].Reason] != rank[out[j].Reason] {
+			return rank[out[i].Reason] < rank[out[j].Reason]
+		}
+		return out[i].Path < out[j].Path
+	})
+	if len(out) > riskyKeep {
+		out = out[:riskyKeep]
+	}
+	return out
+}
+
+var (
+	reTestBase = regexp.MustCompile(`(?i)(_test\.go|^test_.*\.py|_test\.py|\.(test|spec)\.[cm]?[jt]sx?|\.spec\.\w+|_spec\.rb|_test\.rb|Tests?\.(java|kt|cs|php|swift|scala)|_test\.(rs|exs|dart|cc|cpp|c)|^conftest\.py|\.snap)$`)
+	testDirs   = map[string]bool{"test": true, "tests": true, "__tests__": true, "spec": true, "specs": true,
+		"testdata": true, "__snapshots__": true, "e2e": true, "test_data": true, "fixtures": true}
+)
+
+// isTestFile reports whether p is a test file or lies in a test directory.
+func isTestFile(p string) bool {
+	if reTestBase.MatchString(path.Base(p)) {
+		return true
+	}
+	dirs := strings.Split(path.Dir(p), "/")
+	for _, d := range dirs {
+		if testDirs[strings.ToLower(d)] {
+			return true
+		}
+	}
+	return false
+}
+
+// isAgentConfig reports agent and goalrun configuration: what a later run
+// of an agent (or of goalrun) obeys.
+func isAgentConfig(p string) bool {
+	first := strings.SplitN(p, "/", 2)[0]
+	switch first {
+	case ".claude", ".codex", ".gemini", ".cursor", ".aider", ".continue", ".windsurf":
+		return true
+	}
+	switch path.Base(p) {
+	case ".mcp.json", "CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "GEMINI.md", ".cursorrules", ".goalrun.yml",
+		".goalrun.yaml", ".aider.conf.yml", ".windsurfrules":
+		return true
+	}
+	return false
+}
+
+// isBuildScript reports files that a build or a developer's shell runs.
+func isBuildScript(p string) bool {
+	base := path.Base(p)
+	lb := strings.ToLower(base)
+	switch lb {
+	case "makefile", "gnumakefile", "build.sh", "build.rs", "justfile", "taskfile.yml", "taskfile.yaml",
+		"cmakelists.txt", "setup.py", "noxfile.py", ".envrc", ".pre-commit-config.yaml", ".npmrc", ".yarnrc",
+		".yarnrc.yml", "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "pom.xml",
+		"dockerfile", "containerfile", "rakefile", "build.ninja", "meson.build", "workspace", "module.bazel":
+		return true
+	}
+	if strings.HasSuffix(lb, ".mk") || strings.HasPrefix(lb, "dockerfile.") || strings.HasSuffix(lb, ".dockerfile") {
+		return true
+	}
+	return strings.HasPrefix(p, ".husky/") || strings.HasPrefix(p, ".devcontainer/")
+}
+
+// jsonKeyChanged reports whether a top-level key of two JSON documents
+// differs (an unparsable side counts as changed).
+func jsonKeyChanged(a, b []byte, key string) bool {
+	var x, y map[string]json.RawMessage
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return len(a) > 0 || len(b) > 0
+	}
+	return !bytes.Equal(compactJSON(x[key]), compactJSON(y[key]))
+}
+
+func compactJSON(m json.RawMessage) []byte {
+	var b bytes.Buffer
+	if len(m) == 0 || json.Compact(&b, m) != nil {
+		return m
+	}
+	return b.Bytes()
+}
+
+// tomlSectionChanged reports whether the lines of any INI/TOML section
+// whose header starts with one of prefixes differ.
+func tomlSectionChanged(a, b []byte, prefixes ...string) bool {
+	return sectionText(a, prefixes) != sectionText(b, prefixes)
+}
+
+func sectionText(data []byte, prefixes []string) string {
+	var out strings.Builder
+	in := false
+	for _, line := range strings.Split(string(data), "\n") {
+		tl := strings.TrimSpace(line)
+		if strings.HasPrefix(tl, "[") {
+			name := strings.Trim(tl, "[] ")
+			in = false
+			for _, p := range prefixes {
+				if strings.HasPrefix(name, p) {
+					in = true
+				}
+			}
+		}
+		if in {
+			out.WriteString(tl)
+			out.WriteByte('\n')
+		}
+	}
+	return out.String()
+}
+
+// goGenerateChanged reports whether the set of //go:generate lines differs.
+func goGenerateChanged(a, b []byte) bool {
+	return goGenerate(a) != goGenerate(b)
+}
+
+func goGenerate(data []byte) string {
+	var lines []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "//go:generate") {
+			lines = append(lines, strings.TrimSpace(line))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// checkFilesOf returns the baseline files the check reads: the workspace
+// files its words name (a script, a Makefile given with -f) and the
+// configuration of the runners it uses; and which runners it uses.
+func checkFilesOf(check string, base *snapshot) (map[string]bool, map[string]bool) {
+	files, runs := map[string]bool{}, map[string]bool{}
+	words := shellWords(check)
+	for i, w := range words {
+		if p := cleanRel(w); p != "" {
+			if e := base.entries[p]; e != nil && !e.mode.IsDir() {
+				files[p] = true
+			}
+		}
+		lw := strings.ToLower(path.Base(w))
+		switch lw {
+		case "make", "gmake":
+			runs["make"] = true
+		case "npm", "yarn", "pnpm", "bun", "npx", "jest", "vitest", "mocha":
+			runs["npm"] = true
+		case "pytest", "py.test":
+			runs["pytest"] = true
+		case "tox", "nox":
+			runs["tox"] = true
+		case "cargo":
+			runs["cargo"] = true
+		case "just":
+			runs["just"] = true
+		case "task":
+			runs["task"] = true
+		case "mvn", "gradle", "gradlew":
+			runs["jvm"] = true
+		case "rspec", "rake", "bundle":
+			runs["ruby"] = true
+		case "phpunit":
+			runs["php"] = true
+		case "ctest", "cmake":
+			runs["cmake"] = true
+		case "bazel", "bazelisk":
+			runs["bazel"] = true
+		case "-m":
+			if i+1 < len(words) && words[i+1] == "pytest" {
+				runs["pytest"] = true
+			}
+		}
+	}
+	for _, p := range base.paths {
+		b := path.Base(p)
+		lb := strings.ToLower(b)
+		top := !strings.Contains(p, "/")
+		switch {
+		case runs["make"] && (top && (lb == "makefile" || lb == "gnumakefile") || strings.HasSuffix(lb, ".mk")):
+		case runs["npm"] && (strings.HasPrefix(lb, "jest.config.") || strings.HasPrefix(lb, "vitest.config.") ||
+			strings.HasPrefix(lb, ".mocharc") || lb == "jest.setup.js" || lb == "jest.setup.ts" || lb == "babel.config.js"):
+		case runs["pytest"] && (lb == "conftest.py" || lb == "pytest.ini"):
+		case runs["cargo"] && (lb == "build.rs"):
+		case runs["just"] && top && lb == "justfile":
+		case runs["task"] && top && strings.HasPrefix(lb, "taskfile."):
+		case runs["jvm"] && (lb == "pom.xml" || strings.HasPrefix(lb, "build.gradle") || strings.HasPrefix(lb, "settings.gradle")):
+		case runs["ruby"] && (lb == ".rspec" || lb == "rakefile" || lb == "spec_helper.rb"):
+		case runs["php"] && strings.HasPrefix(lb, "phpunit.xml"):
+		case runs["cmake"] && lb == "cmakelists.txt":
+		case runs["bazel"] && (lb == "build" || lb == "build.bazel" || strings.HasSuffix(lb, ".bzl")):
+		default:
+			continue
+		}
+		files[p] = true
+	}
+	return files, runs
+}
+
+// shellWords splits a shell command line into words, roughly: at blanks and
+// operators, with quotes removed; the script of "sh -c '…'" is split too.
+// It never runs anything.
+func shellWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	quote, quoted := byte(0), false
+	flush := func() {
+		if cur.Len() == 0 && !quoted {
+			return
+		}
+		w := cur.String()
+		if quoted && len(words) > 0 && words[len(words)-1] == "-c" {
+			words = append(words, shellWords(w)...)
+		} else {
+			words = append(words, w)
+		}
+		cur.Reset()
+		quoted = false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			} else {
+				cur.WriteByte(c)
+			}
+		case c == '\'' || c == '"':
+			quote, quoted = c, true
+		case c == ' ' || c == '\t' || c == '\n' || strings.IndexByte(";&|()<>`$", c) >= 0:
+			flush()
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	flush()
+	return words
+}

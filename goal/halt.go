@@ -1,0 +1,227 @@
+package goal
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/goalrun/goalrun/report"
+)
+
+// DefaultNoProgressTurns is how many turns in a row may end with the same
+// check failure and an unchanged workspace before the run halts with
+// no_progress: 2.
+const DefaultNoProgressTurns = 2
+
+// HaltOptions configures Halts.
+type HaltOptions struct {
+	// NoProgressTurns is the no_progress window (0 = DefaultNoProgressTurns;
+	// negative switches the halt off).
+	NoProgressTurns int
+	// MaxCostUSD halts the run when the reported cost exceeds it, in US
+	// dollars (0 = no limit; --max-cost-usd).
+	MaxCostUSD float64
+	// MaxTokens halts the run when input plus output tokens exceed it (0 =
+	// no limit; --max-tokens).
+	MaxTokens int64
+}
+
+// Halts decides goalrun's smart halts: no_progress (the same failure
+// fingerprint of the check — its exit code and the normalized names of the
+// failing tests — and no change to the workspace for NoProgressTurns turns
+// in a row) and budget (cost or tokens over the limit). It implements the
+// loop's Halter seam; it keeps two fingerprints and a counter.
+//
+// A turn is compared with the one before it; the first turn is compared
+// with the first check and the baseline when the loop reports them as
+// iteration 0, else it only sets the reference.
+type Halts struct {
+	opt      HaltOptions
+	have     bool
+	prevFP   string
+	prevSt   string
+	prevName string
+	streak   int
+}
+
+var _ Halter = (*Halts)(nil)
+
+// NewHalts returns the halts for opt.
+func NewHalts(opt HaltOptions) *Halts {
+	if opt.NoProgressTurns == 0 {
+		opt.NoProgressTurns = DefaultNoProgressTurns
+	}
+	return &Halts{opt: opt}
+}
+
+// AfterTurn returns report.HaltNoProgress and why when the check failed the
+// same way and the workspace did not change for NoProgressTurns turns in a
+// row, else "". Iteration 0 (the first check, before any turn) only sets
+// the reference. Without a workspace fingerprint (f.State == "") the halt
+// cannot tell whether the agent changed anything and stays off.
+func (h *Halts) AfterTurn(f TurnFacts) (halt, reason string) {
+	if h.opt.NoProgressTurns < 0 || f.State == "" {
+		return "", ""
+	}
+	fp, name := "judge-only", "the judge did not accept the goal"
+	if f.CheckRan {
+		fp, name = FailureFingerprint(f.CheckExit, f.CheckTimedOut, f.CheckTail)
+	}
+	if !h.have || f.Iteration == 0 {
+		h.have, h.prevFP, h.prevSt, h.prevName, h.streak = true, fp, f.State, name, 0
+		return "", ""
+	}
+	if fp == h.prevFP && f.State == h.prevSt {
+		h.streak++
+	} else {
+		h.streak = 0
+	}
+	h.prevFP, h.prevSt, h.prevName = fp, f.State, name
+	if h.streak < h.opt.NoProgressTurns {
+		return "", ""
+	}
+	return report.HaltNoProgress, fmt.Sprintf(
+		"No progress for %d turns in a row: %s each time and the workspace did not change (--no-progress-turns %d).",
+		h.streak, name, h.opt.NoProgressTurns)
+}
+
+// Budget returns report.HaltBudget and why when total exceeds MaxCostUSD or
+// MaxTokens, else "".
+func (h *Halts) Budget(total report.Usage) (halt, reason string) {
+	if h.opt.MaxCostUSD > 0 && total.CostUSD > h.opt.MaxCostUSD {
+		return report.HaltBudget, fmt.Sprintf("The reported cost of $%.4f exceeded the budget of $%.4f (--max-cost-usd).",
+			total.CostUSD, h.opt.MaxCostUSD)
+	}
+	if tokens := total.InputTokens + total.OutputTokens; h.opt.MaxTokens > 0 && tokens > h.opt.MaxTokens {
+		return report.HaltBudget, fmt.Sprintf("The run used %d tokens (%d in, %d out), over the budget of %d (--max-tokens).",
+			tokens, total.InputTokens, total.OutputTokens, h.opt.MaxTokens)
+	}
+	return "", ""
+}
+
+// failingNamesMax bounds the failing test names a fingerprint keeps.
+const failingNamesMax = 256
+
+var (
+	reGoFail      = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+	reGoPkgFail   = regexp.MustCompile(`(?m)^FAIL[ \t]+(\S+)`)
+	reGoPanic     = regexp.MustCompile(`(?m)^panic: (.*)$`)
+	rePytest      = regexp.MustCompile(`(?m)^(FAILED|ERROR)[ \t]+(\S+::\S+|\S+\.py)`)
+	reJestBullet  = regexp.MustCompile(`(?m)^\s*● (.+?)\s*$`)
+	reJestCross   = regexp.MustCompile(`(?m)^\s*[✕×✗] (.+?)(\s+\(\d+(\.\d+)?\s*m?s\))?\s*$`)
+	reJestFile    = regexp.MustCompile(`(?m)^\s*FAIL\s+(\S+\.[cm]?[jt]sx?)\b`)
+	reCargo       = regexp.MustCompile(`(?m)^test (\S+) \.\.\. FAILED`)
+	reRspec       = regexp.MustCompile(`(?m)^rspec (\S+)`)
+	reMochaFail   = regexp.MustCompile(`(?m)^\s+\d+\) (.+)$`)
+	reUnittest    = regexp.MustCompile(`(?m)^(FAIL|ERROR): (\S+ \(\S+\))`)
+	reCompileErr  = regexp.MustCompile(`(?m)^\S+\.(go|rs|c|cc|cpp|ts|tsx|py|java):\d+(:\d+)?:\s*(error:)?.*$`)
+	reDuration    = regexp.MustCompile(`\b\d+(\.\d+)?\s?(ns|µs|us|ms|s|sec|secs|seconds|m|min|h)\b`)
+	reHexAddr     = regexp.MustCompile(`\b0x[0-9a-fA-F]+\b`)
+	reTmpPath     = regexp.MustCompile(`(/private)?(/tmp|/var/folders|/var/tmp|/dev/shm)/[^\s:'"()\]]*|[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[^\s:'"]*`)
+	reTimestamp   = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(\.\d+)?\b`)
+	reGoroutine   = regexp.MustCompile(`goroutine \d+`)
+	rePort        = regexp.MustCompile(`(localhost|127\.0\.0\.1|\[::1\]|0\.0\.0\.0):\d+`)
+	rePID         = regexp.MustCompile(`\b(pid|PID|process)[ =:]\d+`)
+	reSeed        = regexp.MustCompile(`(?i)(seed[ =:]*)\d+`)
+	reGoCached    = regexp.MustCompile(`\s\(cached\)`)
+	reSpaces      = regexp.MustCompile(`[ \t]+`)
+	reJestSummary = regexp.MustCompile(`(?m)^(Tests|Test Suites|Snapshots|Time|Ran all).*$`)
+)
+
+// NormalizeCheckOutput strips what changes between two runs of the same
+// failure: durations, hex addresses, temporary paths, timestamps,
+// goroutine numbers, loopback ports, process ids, random seeds, and runs of
+// blanks.
+func NormalizeCheckOutput(s string) string {
+	s = reTmpPath.ReplaceAllString(s, "<tmp>")
+	s = reTimestamp.ReplaceAllString(s, "<time>")
+	s = reDuration.ReplaceAllString(s, "<dur>")
+	s = reHexAddr.ReplaceAllString(s, "0x?")
+	s = reGoroutine.ReplaceAllString(s, "goroutine <n>")
+	s = rePort.ReplaceAllString(s, "$1:<port>")
+	s = rePID.ReplaceAllString(s, "$1 <pid>")
+	s = reSeed.ReplaceAllString(s, "${1}<seed>")
+	s = reGoCached.ReplaceAllString(s, "")
+	s = reJestSummary.ReplaceAllString(s, "")
+	s = reSpaces.ReplaceAllString(s, " ")
+	return s
+}
+
+// FailingTests returns the normalized names of the failing tests and
+// packages that the output of go test, pytest, unittest, jest/vitest,
+// mocha, cargo test or rspec names, sorted and unique (at most 256).
+func FailingTests(out string) []string {
+	set := map[string]bool{}
+	addAll := func(prefix string, re *regexp.Regexp, group int) {
+		for _, m := range re.FindAllStringSubmatch(out, -1) {
+			if len(set) < failingNamesMax {
+				set[prefix+NormalizeCheckOutput(strings.TrimSpace(m[group]))] = true
+			}
+		}
+	}
+	addAll("go:", reGoFail, 1)
+	addAll("gopkg:", reGoPkgFail, 1)
+	addAll("panic:", reGoPanic, 1)
+	addAll("pytest:", rePytest, 2)
+	addAll("unittest:", reUnittest, 2)
+	addAll("jest:", reJestBullet, 1)
+	addAll("jest:", reJestCross, 1)
+	addAll("jestfile:", reJestFile, 1)
+	addAll("cargo:", reCargo, 1)
+	addAll("rspec:", reRspec, 1)
+	if len(set) == 0 {
+		addAll("mocha:", reMochaFail, 1)
+	}
+	if len(set) == 0 {
+		addAll("compile:", reCompileErr, 0)
+	}
+	out2 := make([]string, 0, len(set))
+	for k := range set {
+		out2 = append(out2, k)
+	}
+	sort.Strings(out2)
+	return out2
+}
+
+// FailureFingerprint identifies a check failure: its exit code, whether it
+// timed out, and the failing test names (FailingTests) — or, when no name
+// can be found, the last 40 lines of the normalized output. It returns the
+// fingerprint (hex SHA-256) and a short description for halt reasons.
+func FailureFingerprint(exitCode int, timedOut bool, tail string) (fp, description string) {
+	names := FailingTests(tail)
+	h := sha256.New()
+	fmt.Fprintf(h, "exit=%d timeout=%v\n", exitCode, timedOut)
+	if len(names) > 0 {
+		for _, n := range names {
+			fmt.Fprintln(h, n)
+		}
+	} else {
+		lines := strings.Split(strings.TrimSpace(NormalizeCheckOutput(tail)), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		for _, l := range lines {
+			fmt.Fprintln(h, strings.TrimSpace(l))
+		}
+	}
+	description = fmt.Sprintf("the check exited %d", exitCode)
+	if timedOut {
+		description = "the check timed out"
+	}
+	if len(names) > 0 {
+		shown := names
+		if len(shown) > 3 {
+			shown = shown[:3]
+		}
+		description += " failing " + strings.Join(shown, ", ")
+		if len(names) > 3 {
+			description += fmt.Sprintf(" and %d more", len(names)-3)
+		}
+	} else {
+		description += " with the same output"
+	}
+	return hex.EncodeToString(h.Sum(nil)), description
+}
