@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // matrixResolver is the DNS the decision matrix sees.
@@ -709,5 +711,41 @@ func TestForwardPlainHTTPLiterals(t *testing.T) {
 	}
 	if d := h.dial.addrs(); len(d) != 0 {
 		t.Errorf("dialled %q", d)
+	}
+}
+
+// TestMaxConns: at the connection bound the proxy stops answering new
+// clients until one closes, so a sandbox cannot exhaust goalrun's file
+// descriptors; closed connections give their slot back.
+func TestMaxConns(t *testing.T) {
+	echo := echoServer(t, "tcp", "127.0.0.1:0")
+	h := startHarness(t, Config{Allow: []string{"echo.example.com:7"}, Resolver: newResolver(map[string][]netip.Addr{"echo.example.com.": {pubA}}), MaxConns: 2})
+	h.dial.route("93.184.215.14:7", echo.Addr().String())
+
+	var open []net.Conn
+	for range 2 {
+		status, _, c := connect(t, h.forward, "echo.example.com:7")
+		if status != 200 {
+			t.Fatalf("CONNECT: %d", status)
+		}
+		open = append(open, c)
+	}
+	// The third client reaches the relay, but the proxy does not accept it
+	// while two tunnels are open.
+	third, err := net.Dial("tcp", h.forward)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	io.WriteString(third, "CONNECT echo.example.com:7 HTTP/1.1\r\nHost: echo.example.com:7\r\n\r\n")
+	third.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := third.Read(make([]byte, 64)); err == nil {
+		t.Fatalf("third connection answered (%d bytes) past MaxConns", n)
+	}
+	open[0].Close()
+	third.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(third), &http.Request{Method: http.MethodConnect})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("third CONNECT after a slot freed: %v %v", resp, err)
 	}
 }

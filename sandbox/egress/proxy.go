@@ -10,10 +10,16 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 )
+
+// DefaultMaxConns bounds the client connections a Proxy holds open at once
+// when Config.MaxConns is 0. Each costs goalrun two file descriptors (the
+// client's and the destination's) and two goroutines.
+const DefaultMaxConns = 256
 
 // DefaultDenialsKept is how many denials Stats keeps when Config.DenialsKept
 // is 0. It equals sandbox.EgressDenialsKept, the posture's bound.
@@ -89,6 +95,11 @@ type Config struct {
 	AllowLoopbackUpstreams bool
 	// DenialsKept bounds Stats.Denials; 0 means DefaultDenialsKept.
 	DenialsKept int
+	// MaxConns bounds the client connections open at once over all
+	// listeners; 0 means DefaultMaxConns. At the bound the proxy stops
+	// accepting until one closes, so a sandbox that opens connections without
+	// end cannot exhaust goalrun's file descriptors.
+	MaxConns int
 	// Log receives the proxy's warnings (never keys); nil discards them.
 	Log io.Writer
 }
@@ -147,6 +158,9 @@ type Proxy struct {
 	forward   http.Handler
 	forwardTr *http.Transport
 
+	slots chan struct{} // one token per open client connection
+	done  chan struct{} // closed by Close
+
 	mu      sync.Mutex
 	closed  bool
 	servers []*http.Server
@@ -182,6 +196,12 @@ func New(cfg Config) (*Proxy, error) {
 	if p.kept <= 0 {
 		p.kept = DefaultDenialsKept
 	}
+	maxConns := cfg.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	p.slots = make(chan struct{}, maxConns)
+	p.done = make(chan struct{})
 	logw := cfg.Log
 	if logw == nil {
 		logw = io.Discard
@@ -266,6 +286,7 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
+	close(p.done)
 	servers := p.servers
 	conns := make([]*trackedConn, 0, len(p.conns))
 	for c := range p.conns {
@@ -394,14 +415,29 @@ func shortDNSError(err error) string {
 	return err.Error()
 }
 
-// dialDest connects to the first of d's checked addresses that answers.
+// dialDest connects to the first of d's checked addresses that answers:
+// IPv4 addresses first (hosts without IPv6 routes are common), each attempt
+// given an equal share of what is left of DialTimeout, so one black-holed
+// address cannot use up the whole budget.
 func (p *Proxy) dialDest(ctx context.Context, d destination) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
+	addrs := slices.Clone(d.addrs)
+	slices.SortStableFunc(addrs, func(a, b netip.Addr) int {
+		switch {
+		case a.Is4() && !b.Is4():
+			return -1
+		case !a.Is4() && b.Is4():
+			return 1
+		}
+		return 0
+	})
 	var errs []error
-	for _, ip := range d.addrs {
-		addr := netip.AddrPortFrom(ip, d.auth.port).String()
-		c, err := p.dial(ctx, "tcp", addr)
+	for i, ip := range addrs {
+		deadline, _ := ctx.Deadline()
+		actx, acancel := context.WithTimeout(ctx, time.Until(deadline)/time.Duration(len(addrs)-i))
+		c, err := p.dial(actx, "tcp", netip.AddrPortFrom(ip, d.auth.port).String())
+		acancel()
 		if err == nil {
 			return p.track(c), nil
 		}
@@ -433,22 +469,31 @@ func sanitizeDest(s string) string {
 }
 
 // trackingListener registers every accepted connection with the proxy, so
-// Close reaches hijacked CONNECT tunnels that http.Server no longer tracks.
+// Close reaches hijacked CONNECT tunnels that http.Server no longer tracks,
+// and holds one of the proxy's connection slots for each until it closes.
 type trackingListener struct {
 	net.Listener
 	p *Proxy
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
+	select {
+	case l.p.slots <- struct{}{}:
+	case <-l.p.done:
+		return nil, net.ErrClosed
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
+		<-l.p.slots
 		return nil, err
 	}
-	return l.p.track(c), nil
+	tc := l.p.track(c)
+	tc.release = func() { <-l.p.slots }
+	return tc, nil
 }
 
 // track registers c; a connection made after Close is closed at once.
-func (p *Proxy) track(c net.Conn) net.Conn {
+func (p *Proxy) track(c net.Conn) *trackedConn {
 	tc := &trackedConn{Conn: c, p: p}
 	p.mu.Lock()
 	closed := p.closed
@@ -466,17 +511,22 @@ func (p *Proxy) track(c net.Conn) net.Conn {
 // abilities of TCP and Unix connections, which tunnels use to pass EOF on.
 type trackedConn struct {
 	net.Conn
-	p    *Proxy
-	once sync.Once
+	p       *Proxy
+	release func() // frees the connection slot; nil for outbound connections
+	once    sync.Once
 }
 
 func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.p.mu.Lock()
 		delete(c.p.conns, c)
 		c.p.mu.Unlock()
+		if c.release != nil {
+			c.release()
+		}
 	})
-	return c.Conn.Close()
+	return err
 }
 
 // CloseWrite half-closes the connection; without that ability it closes it.
