@@ -40,7 +40,8 @@ func TestJSONLSink(t *testing.T) {
 	var out bytes.Buffer
 	e := NewEmitter(NewJSONLSink(&out), nil, fakeClock(1500*time.Millisecond))
 	scriptedRun(e)
-	sc := bufio.NewScanner(&out)
+	lines := append([]byte(nil), out.Bytes()...)
+	sc := bufio.NewScanner(bytes.NewReader(lines))
 	n, terminal := 0, 0
 	var last map[string]any
 	for sc.Scan() {
@@ -75,7 +76,7 @@ func TestJSONLSink(t *testing.T) {
 	if n != 15 || terminal != 1 || last["type"] != EventCompleted {
 		t.Errorf("%d lines, %d terminal, last %v; want 15 lines ending in exactly one completed", n, terminal, last["type"])
 	}
-	golden(t, "events/run.jsonl", out.Bytes())
+	golden(t, "events/run.jsonl", lines)
 }
 
 func TestProgressSink(t *testing.T) {

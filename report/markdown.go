@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/goalrun/goalrun/sandbox"
 )
 
 // MarkdownBytes bounds Markdown's output: 65535 bytes, the limit of a check
@@ -413,7 +415,11 @@ func mdChanges(d Document) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "#### Changes\n\n%d files changed, +%d −%d", c.FilesChanged, c.Insertions, c.Deletions)
+	files := "files"
+	if c.FilesChanged == 1 {
+		files = "file"
+	}
+	fmt.Fprintf(&b, "#### Changes\n\n%d %s changed, +%d −%d", c.FilesChanged, files, c.Insertions, c.Deletions)
 	if c.PatchSHA256 != "" {
 		b.WriteString(" · patch sha256 `" + mdCode(c.PatchSHA256) + "`")
 	}
@@ -445,7 +451,9 @@ func mdSandbox(d Document) string {
 		net += " (" + mdText(strings.Join(p.EgressAllowlist, ", ")) + ")"
 	}
 	parts = append(parts, net)
-	parts = append(parts, fmt.Sprintf("egress denied %d", p.EgressDenied))
+	if p.Network == sandbox.NetworkEgress || p.EgressDenied > 0 {
+		parts = append(parts, fmt.Sprintf("egress denied %d", p.EgressDenied))
+	}
 	if p.Tier != "" {
 		parts = append(parts, "tier "+mdText(p.Tier))
 	}
@@ -479,9 +487,11 @@ func mdSandbox(d Document) string {
 	return "#### Sandbox\n\n" + strings.Join(parts, " · ") + "\n"
 }
 
-// mdText escapes text for inline markdown: markdown and HTML punctuation is
-// backslash-escaped or turned into entities, line breaks fold to spaces, and
-// an @mention gets a zero-width space after its "@" so it notifies no one.
+// mdText escapes text for inline markdown: markdown punctuation that could
+// start emphasis, code, links, tables or strikethrough is backslash-escaped,
+// HTML's <, > and & become entities, line breaks fold to spaces, and an
+// @mention gets a zero-width space after its "@" so it notifies no one.
+// Plain words stay readable: an underscore inside a word is left alone.
 func mdText(s string) string {
 	return mdEscape(Fold(s))
 }
@@ -493,11 +503,23 @@ func mdCell(s string) string { return mdText(s) }
 func mdEscape(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + len(s)/8)
-	prevWord := false
-	for _, r := range s {
+	rs := []rune(s)
+	word := func(i int) bool {
+		if i < 0 || i >= len(rs) {
+			return false
+		}
+		r := rs[i]
+		return ('0' <= r && r <= '9') || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || r >= 0x80
+	}
+	for i, r := range rs {
 		switch r {
-		case '\\', '`', '*', '_', '[', ']', '|', '~', '#', '!', '{', '}', '(', ')', '+', '-', '=', '.':
+		case '\\', '`', '*', '[', ']', '|', '~':
 			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '_':
+			if !word(i-1) || !word(i+1) {
+				b.WriteByte('\\')
+			}
 			b.WriteRune(r)
 		case '<':
 			b.WriteString("&lt;")
@@ -507,13 +529,12 @@ func mdEscape(s string) string {
 			b.WriteString("&amp;")
 		case '@':
 			b.WriteRune('@')
-			if !prevWord {
+			if !word(i - 1) {
 				b.WriteString("\u200b")
 			}
 		default:
 			b.WriteRune(r)
 		}
-		prevWord = r == '_' || r == '-' || r == '.' || ('0' <= r && r <= '9') || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z')
 	}
 	return b.String()
 }
