@@ -132,8 +132,9 @@ func (r *Relayer) closeListeners() {
 // every open connection, waits for its goroutines and returns nil. With no
 // mappings it just waits for ctx (the container's idle main process). A
 // connection whose socket cannot be reached is closed and logged to logw
-// (nil discards). A listener that fails for good stops the relay with an
-// error.
+// (nil discards). Accept errors such as running out of file descriptors
+// are logged and retried with a back-off; a listener closed under the relay
+// stops it with an error.
 func (r *Relayer) Serve(ctx context.Context, logw io.Writer) error {
 	if logw == nil {
 		logw = io.Discard
@@ -177,9 +178,16 @@ func (r *Relayer) Serve(ctx context.Context, logw io.Writer) error {
 					if ctx.Err() != nil {
 						return
 					}
-					var ne net.Error
-					if errors.As(err, &ne) && ne.Timeout() {
-						time.Sleep(delay)
+					if !errors.Is(err, net.ErrClosed) {
+						// Out of file descriptors, an aborted handshake:
+						// the relay must outlive a sandbox that opens
+						// connections without end, so wait and go on.
+						logger.Printf("%s: accept: %v; retrying in %v", m.Listen, err, delay)
+						select {
+						case <-time.After(delay):
+						case <-ctx.Done():
+							return
+						}
 						delay = min(2*delay, time.Second)
 						continue
 					}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -283,5 +285,54 @@ func TestListenRelayErrors(t *testing.T) {
 		t.Errorf("the first mapping stayed bound after a failed ListenRelay: %v", err)
 	} else {
 		l.Close()
+	}
+}
+
+// flakyListener fails its first Accept calls with EMFILE, as a listener
+// does when the process is out of file descriptors.
+type flakyListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestRelaySurvivesAcceptErrors: running out of file descriptors (a sandbox
+// opening connections without end) must not stop the relay.
+func TestRelaySurvivesAcceptErrors(t *testing.T) {
+	_, sock := listenUnixEcho(t, "e.sock")
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Relayer{mappings: []Mapping{{tl.Addr().String(), sock}}, listeners: []net.Listener{&flakyListener{Listener: tl, fails: 3}}}
+	logw := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx, logw) }()
+
+	c, err := net.Dial("tcp", tl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, "still here")
+	buf := make([]byte, len("still here"))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "still here" {
+		t.Fatalf("echo %q, %v", buf, err)
+	}
+	c.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve = %v", err)
+	}
+	if !strings.Contains(logw.String(), "too many open files; retrying") {
+		t.Errorf("log %q does not mention the accept failures", logw.String())
 	}
 }
