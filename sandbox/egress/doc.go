@@ -59,6 +59,18 @@
 // checks; Config.AllowLoopbackUpstreams (tests only) lets loopback upstreams
 // through. The upstream hosts are not added to the forward allowlist: the
 // agent reaches a model API through its base URL, not through CONNECT.
+// Upstream.Paths optionally narrows what the real key may be used for to a
+// few path prefixes (say "/v1/messages"); without it the sandbox can call
+// every endpoint of the API with the real key's rights, though it never
+// learns the key.
+//
+// # Resources
+//
+// Config.MaxConns bounds the client connections open at once (each costs two
+// file descriptors and two goroutines); further clients wait. DNS lookups
+// are bounded by ResolveTimeout, connecting by DialTimeout; an established
+// tunnel or streaming response has no time limit (model answers can take
+// minutes).
 //
 // The package does not import package sandbox; package sandbox builds a
 // Config from its own and feeds Stats into sandbox.Posture.

@@ -129,6 +129,8 @@ func TestConnectMatrix(t *testing.T) {
 		{name: "port with leading zero", target: "example.com:0443", wantStatus: 403, wantReason: "invalid port"},
 		{name: "non-ASCII host", target: "bücher.example:443", wantStatus: 403, wantReason: "punycode", host: "example.com:443"},
 		{name: "path form", target: "/example.com:443", wantStatus: 403, wantReason: "invalid character '/'", host: "example.com:443"},
+		{name: "absolute URI as CONNECT target", target: "http://example.com:443", wantStatus: 403, wantReason: "invalid character '/'", host: "example.com:443"},
+		{name: "overlong name", target: strings.Repeat("a", 250) + ".example.com:443", wantStatus: 403, wantReason: "longer than", host: "example.com:443"},
 	}
 	res := matrixResolver()
 	h := startHarness(t, Config{Allow: matrixAllow, Resolver: res})

@@ -68,6 +68,14 @@ type Upstream struct {
 	Prefix string
 	// Key is the real key. It is never logged, counted or echoed.
 	Key string
+	// Paths, when not empty, are the only request paths forwarded: each is a
+	// clean absolute path prefix matched on segment boundaries ("/v1/messages"
+	// allows "/v1/messages" and "/v1/messages/count_tokens", not
+	// "/v1/messagesX"). Requests with dot segments or percent-encoded
+	// characters in the path are refused then, so the prefix cannot be
+	// escaped. Empty means every path: the key's full power is exposed to the
+	// sandbox, which is what an agent that needs the whole API requires.
+	Paths []string
 }
 
 // Config configures a Proxy. Only Allow and Upstreams describe policy; the

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path"
+	"slices"
 	"strings"
 )
 
@@ -32,6 +34,7 @@ type upstream struct {
 	auth   authority
 	header string
 	value  string
+	paths  []string
 	rp     *httputil.ReverseProxy
 	tr     *http.Transport
 }
@@ -75,6 +78,11 @@ func (p *Proxy) newUpstream(u Upstream) (*upstream, error) {
 	if strings.ContainsAny(u.Prefix+u.Key, "\r\n\x00") {
 		return nil, errors.New("the API key or its prefix contains a line break or NUL")
 	}
+	for _, pp := range u.Paths {
+		if c := path.Clean(pp); !strings.HasPrefix(pp, "/") || (c != pp && c+"/" != pp) || strings.ContainsAny(pp, "%?#") {
+			return nil, fmt.Errorf("path %q: want a clean absolute path prefix such as \"/v1/messages\"", pp)
+		}
+	}
 	// The transport dials the canonical authority; write the URL host that
 	// way so the two always agree (a trailing dot or upper case would not).
 	t := *target
@@ -91,6 +99,7 @@ func (p *Proxy) newUpstream(u Upstream) (*upstream, error) {
 		auth:   a,
 		header: http.CanonicalHeaderKey(u.Header),
 		value:  u.Prefix + u.Key,
+		paths:  slices.Clone(u.Paths),
 	}
 	up.tr = &http.Transport{
 		Proxy:               nil,
@@ -135,6 +144,12 @@ func (up *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeDeny(w, d)
 		return
 	}
+	if reason := up.pathRefused(r.URL); reason != "" {
+		d := Denial{Dest: up.auth.String() + sanitizeDest(r.URL.EscapedPath()), Reason: reason}
+		p.recordDeny(d)
+		writeDeny(w, d)
+		return
+	}
 	d, deny := p.check(r.Context(), up.auth, upstreamPolicy)
 	if deny != nil {
 		p.recordDeny(*deny)
@@ -143,6 +158,28 @@ func (up *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.recordAllow()
 	up.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), destKey{}, d)))
+}
+
+// pathRefused says why u's path may not be forwarded, or "" when it may
+// (always, without Upstream.Paths).
+func (up *upstream) pathRefused(u *url.URL) string {
+	if len(up.paths) == 0 {
+		return ""
+	}
+	p := u.Path
+	if u.RawPath != "" || strings.Contains(u.EscapedPath(), "%") {
+		return "percent-encoded request path refused (the API's path allowlist is on)"
+	}
+	if c := path.Clean(p); !strings.HasPrefix(p, "/") || (c != p && c+"/" != p) {
+		return "request path with dot segments refused (the API's path allowlist is on)"
+	}
+	for _, pp := range up.paths {
+		pp = strings.TrimSuffix(pp, "/")
+		if p == pp || strings.HasPrefix(p, pp+"/") {
+			return ""
+		}
+	}
+	return "path not on the API's path allowlist"
 }
 
 // fail answers a request the upstream could not serve (connection refused,

@@ -364,3 +364,49 @@ func TestNewUpstreamErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestUpstreamPaths checks the optional path allowlist, including the tricks
+// that would escape a prefix.
+func TestUpstreamPaths(t *testing.T) {
+	api := newRecordingServer(t)
+	h := startHarness(t, Config{
+		Upstreams:              []Upstream{{URL: api.URL, Header: "x-api-key", Key: realKey, Paths: []string{"/v1/messages", "/v1/models/"}}},
+		AllowLoopbackUpstreams: true,
+	})
+	tests := []struct {
+		name       string
+		path       string
+		wantStatus int
+		wantReason string
+	}{
+		{name: "exact prefix", path: "/v1/messages", wantStatus: 200},
+		{name: "below the prefix", path: "/v1/messages/count_tokens?x=1", wantStatus: 200},
+		{name: "prefix written with a trailing slash", path: "/v1/models/claude", wantStatus: 200},
+		{name: "prefix with a trailing slash, bare", path: "/v1/models", wantStatus: 200},
+		{name: "same start, other segment", path: "/v1/messagesX", wantStatus: 403, wantReason: "not on the API's path allowlist"},
+		{name: "other path", path: "/v1/files", wantStatus: 403, wantReason: "not on the API's path allowlist"},
+		{name: "dot segments", path: "/v1/messages/../files", wantStatus: 403, wantReason: "dot segments"},
+		{name: "encoded dot segments", path: "/v1/messages/%2e%2e/files", wantStatus: 403, wantReason: "percent-encoded"},
+		{name: "encoded slash", path: "/v1/messages%2F..%2Ffiles", wantStatus: 403, wantReason: "percent-encoded"},
+		{name: "double slash", path: "//v1/messages", wantStatus: 403, wantReason: "dot segments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(api.requests())
+			resps := rawExchange(t, h.upstream[0], "GET "+tt.path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 1)
+			if len(resps) != 1 || resps[0].status != tt.wantStatus || !strings.Contains(resps[0].body, tt.wantReason) {
+				t.Fatalf("responses %+v, want %d %q", resps, tt.wantStatus, tt.wantReason)
+			}
+			if got := len(api.requests()) - before; (tt.wantStatus == 200) != (got == 1) {
+				t.Errorf("upstream saw %d requests", got)
+			}
+		})
+	}
+	t.Run("bad prefix in config", func(t *testing.T) {
+		for _, pp := range []string{"v1/messages", "/v1/../x", "/v1/%2e"} {
+			if _, err := New(Config{Upstreams: []Upstream{{URL: "https://api.example.com", Header: "x-api-key", Key: "k", Paths: []string{pp}}}}); err == nil || !strings.Contains(err.Error(), "clean absolute path prefix") {
+				t.Errorf("Paths %q: New error = %v", pp, err)
+			}
+		}
+	})
+}
