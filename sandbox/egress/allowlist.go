@@ -52,6 +52,18 @@ func parseAllowlist(entries []string) (allowlist, error) {
 	return al, errors.Join(errs...)
 }
 
+// ParseAllowEntry checks one allowlist entry ("host[:port]" or
+// "*.suffix[:port]", port 443 when absent) exactly as New does and returns
+// its normalized form ("api.anthropic.com:443"). The error says what is
+// wrong and what to write (IP literals, localhost, schemes, paths, wildcards
+// over a single label and malformed names are refused). Callers that take
+// the allowlist from users (flags, YAML, action inputs) use it to report a
+// bad entry as a startup error before any sandbox starts.
+func ParseAllowEntry(s string) (string, error) {
+	norm, _, err := parseAllowEntry(s)
+	return norm, err
+}
+
 // parseAllowEntry normalizes one entry; wild is non-nil for "*." entries.
 func parseAllowEntry(raw string) (norm string, wild *wildEntry, err error) {
 	s := strings.TrimSpace(raw)

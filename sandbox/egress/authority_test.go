@@ -373,3 +373,20 @@ func FuzzForwardDecision(f *testing.F) {
 		}
 	})
 }
+
+func TestParseAllowEntry(t *testing.T) {
+	tests := []struct{ in, want, wantErr string }{
+		{"API.Anthropic.com", "api.anthropic.com:443", ""},
+		{"*.example.com:8443", "*.example.com:8443", ""},
+		{"127.0.0.1:8080", "", "IP literals cannot be allowlisted"},
+		{"https://api.anthropic.com", "", "without a scheme"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseAllowEntry(tt.in)
+			if (err != nil) != (tt.wantErr != "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) || got != tt.want {
+				t.Errorf("ParseAllowEntry(%q) = %q, %v; want %q, %q", tt.in, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
