@@ -24,13 +24,16 @@ const (
 	// DefaultMaxIterations bounds agent turns (architecture.md: 5).
 	DefaultMaxIterations = 5
 	// DefaultResultGrace is how long an agent process may keep running after
-	// its terminal event before the loop kills it: 5 seconds.
-	DefaultResultGrace = 5 * time.Second
+	// its terminal event before the loop kills it (agent.TerminalGrace).
+	DefaultResultGrace = agent.TerminalGrace
 	// finishGrace bounds the work done after an interruption (changes),
 	// so the whole shutdown stays within the 5 seconds architecture.md allows.
 	finishGrace = time.Second
 	// finishTimeout bounds the work done after a normal end.
 	finishTimeout = 2 * time.Minute
+	// agentStderrKeep is how much of an agent step's stderr the loop keeps
+	// for a failure's message: the last 4096 bytes.
+	agentStderrKeep = 4096
 	// pendingCallsMax bounds the tool calls awaiting their results in one
 	// turn; calls beyond it are counted at once as failed receipts.
 	pendingCallsMax = 4096
@@ -50,11 +53,14 @@ type Config struct {
 	Check string
 	// InferUntil is the --infer-until text the judge decides against.
 	InferUntil string
-	// AgentBin, Model, AgentArgs and MaxTurns go into every agent.Turn.
+	// AgentBin, Model, AgentArgs, MaxTurns and BaseURL go into every
+	// agent.Turn (BaseURL: the model API's base URL as the agent sees it
+	// inside the sandbox; "" = the agent's default).
 	AgentBin  string
 	Model     string
 	AgentArgs []string
 	MaxTurns  int
+	BaseURL   string
 	// MaxIterations bounds agent turns (0 = DefaultMaxIterations).
 	MaxIterations int
 	// Timeout bounds the whole run's wall clock (0 = none); StepTimeout one
@@ -218,6 +224,14 @@ func (l *loop) run(parent context.Context) {
 				"Check that the workspace is readable, then run goalrun again.")
 			return
 		}
+		if state, err := l.cfg.Tracker.AfterTurn(ctx, 0); err == nil {
+			l.state = state
+		}
+	}
+	// The first check and the untouched workspace are the Halter's point of
+	// comparison for turn 1 (an idle agent halts after NoProgressTurns).
+	if l.cfg.Halter != nil && l.lastRun != nil {
+		l.cfg.Halter.AfterTurn(l.facts(0, *l.lastRun))
 	}
 
 	for i := 1; i <= l.cfg.MaxIterations; i++ {
@@ -261,7 +275,7 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 		record()
 		msg := firstNonEmpty(tr.Message, "The agent's model API refused its credentials.")
 		l.out.Failure = &Failure{
-			Code: report.ErrAuthRequired, Message: msg, Cause: "auth_required", Reason: "invalid_key",
+			Code: report.ErrAuthRequired, Message: msg, Cause: "auth_required", Reason: firstNonEmpty(tr.AuthReason, agent.AuthInvalidKey),
 			Detail:      map[string]any{"iteration": i},
 			Suggestions: []string{"Set a valid API key for the agent's model provider in the environment goalrun runs in, then run goalrun again."},
 		}
@@ -324,9 +338,7 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 	}
 
 	if l.cfg.Halter != nil {
-		facts := TurnFacts{Iteration: i, CheckRan: l.cfg.Check != "", CheckExit: cr.ExitCode, CheckTail: cr.Tail,
-			CheckTimedOut: cr.TimedOut, State: l.state, Usage: l.usage.total()}
-		if halt, reason := l.cfg.Halter.AfterTurn(facts); halt != "" {
+		if halt, reason := l.cfg.Halter.AfterTurn(l.facts(i, cr)); halt != "" {
 			l.halt(halt, reason)
 			return true
 		}
@@ -345,6 +357,12 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 		return true
 	}
 	return false
+}
+
+// facts is what the Halter sees after turn i (0: the first check).
+func (l *loop) facts(i int, cr CheckRun) TurnFacts {
+	return TurnFacts{Iteration: i, CheckRan: l.cfg.Check != "", CheckExit: cr.ExitCode, CheckTail: cr.Tail,
+		CheckTimedOut: cr.TimedOut, State: l.state, Usage: l.usage.total()}
 }
 
 // evaluate decides whether the goal is met after a check (and judge) and
@@ -515,7 +533,7 @@ type turnStep struct {
 func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult, error) {
 	turn := agent.Turn{
 		Iteration: i, Prompt: l.prompt(), SessionID: l.out.SessionID,
-		Bin: l.cfg.AgentBin, Model: l.cfg.Model, MaxTurns: l.cfg.MaxTurns, ExtraArgs: l.cfg.AgentArgs,
+		Bin: l.cfg.AgentBin, Model: l.cfg.Model, MaxTurns: l.cfg.MaxTurns, ExtraArgs: l.cfg.AgentArgs, BaseURL: l.cfg.BaseURL,
 	}
 	inv := l.cfg.Adapter.Command(turn)
 	var parser agent.Parser
@@ -547,6 +565,9 @@ func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult
 	l.mu.Unlock()
 
 	emit := func(ev agent.Event) {
+		if ev.Stop { // the parser already knows how the turn ends: kill now
+			stopStep()
+		}
 		if ev.Kind == agent.KindResult {
 			graceMu.Lock()
 			if graceTimer == nil { // the process may linger: kill it after a grace
@@ -558,12 +579,14 @@ func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult
 			stopStep()
 		}
 	}
-	lw := agent.NewLineWriter(parser, emit)
-	stderr := sandbox.NewTailWriter(nil, 4096)
+	// Streams serializes the parser's calls across stdout and stderr (a
+	// parser may read both); stderr is also kept as a tail for messages.
+	st := agent.NewStreams(parser, emit)
+	stderr := sandbox.NewTailWriter(st.Stderr, agentStderrKeep)
 	var stdin strings.Reader
 	cmd := sandbox.Cmd{
 		Role: sandbox.RoleAgent, Args: inv.Args, Env: inv.Env,
-		Stdout: lw, Stderr: stderr, Timeout: l.cfg.StepTimeout,
+		Stdout: st.Stdout, Stderr: stderr, Timeout: l.cfg.StepTimeout,
 	}
 	if inv.Stdin != "" {
 		stdin.Reset(inv.Stdin)
@@ -575,7 +598,7 @@ func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult
 	if err != nil {
 		return step, agent.TurnResult{Status: agent.StatusFailed, Cause: "not_started", Message: err.Error()}, err
 	}
-	lw.Close()
+	st.Close()
 	tr := parser.End(res.ExitCode, emit)
 	if res.TimedOut && tr.Status == agent.StatusSuccess {
 		tr.Status, tr.Cause = agent.StatusFailed, "step_timeout"
@@ -603,6 +626,10 @@ func (l *loop) endTurn(i int, tr agent.TurnResult) {
 		l.seeModel(tr.Model)
 	}
 	l.out.Turns += tr.Turns
+	l.out.Delegations += tr.Delegations
+	if tr.Version != "" {
+		l.out.AgentVersion = tr.Version
+	}
 	if tr.Status == agent.StatusSuccess {
 		l.out.TurnsCompleted++
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -388,7 +389,16 @@ func (p *scriptedParser) Line(line []byte, _ bool, emit func(agent.Event)) {
 		emit(agent.Event{Kind: agent.KindResult})
 	case "AUTH":
 		p.res.Status, p.res.Cause, p.res.Message = agent.StatusAuthRequired, "auth_required", "401 invalid x-api-key"
+	case "STOP": // an auth storm: the parser asks for the process to die now
+		p.res.Status, p.res.Cause, p.res.AuthReason = agent.StatusAuthRequired, "auth_required", agent.AuthExpired
+		emit(agent.Event{Kind: agent.KindError, Error: &agent.Error{Message: "401 twice", Fatal: true, Auth: true}, Stop: true})
 	}
+}
+
+// StderrLine reads stderr lines under the same protocol (like car's JSONL
+// progress on stderr).
+func (p *scriptedParser) StderrLine(line []byte, oversize bool, emit func(agent.Event)) {
+	p.Line(line, oversize, emit)
 }
 
 func (p *scriptedParser) End(exit int, emit func(agent.Event)) agent.TurnResult {
@@ -656,14 +666,16 @@ func TestLoopSeams(t *testing.T) {
 			Sandbox: local(t, dir), Adapter: agent.Command{}, AgentBin: "echo no change", Check: "exit 1",
 			Tracker: tr, Halter: h,
 		})
-		if out.Halt != report.HaltNoProgress || out.AgentTurns != 2 {
-			t.Errorf("halt %q turns %d, want no_progress after 2", out.Halt, out.AgentTurns)
+		// The Halter first sees the first check and the untouched workspace
+		// (iteration 0), so the fake's "same as before" fires after turn 1.
+		if out.Halt != report.HaltNoProgress || out.AgentTurns != 1 {
+			t.Errorf("halt %q turns %d, want no_progress after 1", out.Halt, out.AgentTurns)
 		}
-		if tr.baselines != 1 || len(tr.after) != 2 || out.Changes == nil {
+		if tr.baselines != 1 || !reflect.DeepEqual(tr.after, []int{0, 1}) || out.Changes == nil {
 			t.Errorf("tracker baselines %d after %v changes %+v", tr.baselines, tr.after, out.Changes)
 		}
-		if h.facts[0].CheckExit != 1 || !h.facts[0].CheckRan || h.facts[0].State != "same" {
-			t.Errorf("halter facts %+v", h.facts[0])
+		if len(h.facts) != 2 || h.facts[0].Iteration != 0 || h.facts[0].CheckExit != 1 || !h.facts[0].CheckRan || h.facts[0].State != "same" || h.facts[1].Iteration != 1 {
+			t.Errorf("halter facts %+v", h.facts)
 		}
 	})
 	t.Run("budget halt stops the turn mid-way", func(t *testing.T) {
@@ -737,5 +749,37 @@ func TestPrompt(t *testing.T) {
 				t.Errorf("prompt is %d bytes", len(p))
 			}
 		})
+	}
+}
+
+func TestLoopStopEventKillsTheTurnAtOnce(t *testing.T) {
+	dir := workspace(t, nil)
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, dir), Adapter: scripted{script: `echo STOP; sleep 60; touch finished`}, Check: "false",
+		ResultGrace: time.Hour, // Stop must not wait for any grace
+	})
+	if out.Failure == nil || out.Failure.Code != report.ErrAuthRequired || out.Failure.Reason != agent.AuthExpired {
+		t.Fatalf("failure %+v, want AuthRequired with the parser's reason", out.Failure)
+	}
+	if exists(dir, "finished") {
+		t.Errorf("the agent ran on after Stop")
+	}
+}
+
+func TestLoopReadsStderrThroughParsersThatWantIt(t *testing.T) {
+	dir := workspace(t, nil)
+	ev := &recorder{}
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, dir), Adapter: scripted{script: `echo "TEXT on stderr" >&2; echo "CALL e1 Bash ls" >&2; echo "OK e1" >&2; echo RESULT; touch fixed`},
+		Check: "test -e fixed", Events: ev,
+	})
+	if !out.Passed {
+		t.Fatalf("not passed: %+v", out.Failure)
+	}
+	if tx := ev.ofType(report.EventText); len(tx) != 1 || tx[0].Message != "on stderr" {
+		t.Errorf("text events %+v", tx)
+	}
+	if out.Receipts.Total() != 1 {
+		t.Errorf("receipts %d, want the one call made on stderr", out.Receipts.Total())
 	}
 }

@@ -32,17 +32,19 @@ type Outcome struct {
 	// command agent a tail with report.CapTail's marker), or goalrun's own
 	// sentence when the agent never ran.
 	Summary string
-	// AgentName, SessionID and Model identify the agent and the model that
-	// answered last; ModelsServed lists every model seen, first seen first.
-	AgentName, SessionID, Model string
-	ModelsServed                []string
+	// AgentName, AgentVersion (when the CLI says), SessionID and Model
+	// identify the agent and the model that answered last; ModelsServed
+	// lists every model seen, first seen first.
+	AgentName, AgentVersion, SessionID, Model string
+	ModelsServed                              []string
 	// Usage is the run's total (agent turns and judge).
 	Usage report.Usage
 	// Receipts rolls up every tool call the agent made.
 	Receipts *report.Rollup
 	// Turns is the agent's own turn count summed over invocations;
-	// TurnsCompleted counts agent invocations that ended with a result.
-	Turns, TurnsCompleted int
+	// TurnsCompleted counts agent invocations that ended with a result;
+	// Delegations counts the sub-agents the agent started.
+	Turns, TurnsCompleted, Delegations int
 	// Judge is the last judge verdict (nil without a judge).
 	Judge *report.Judge
 	// Changes is what the agent changed (nil without a Tracker).

@@ -20,6 +20,7 @@ func (o *Outcome) ReportRun(posture *sandbox.Posture, allowTestEdits bool) repor
 		Summary:         o.Summary,
 		Turns:           o.Turns,
 		TurnsCompleted:  o.TurnsCompleted,
+		Delegations:     o.Delegations,
 		ModelUsed:       o.Model,
 		Judge:           o.Judge,
 		Changes:         o.Changes,
@@ -41,7 +42,7 @@ func (o *Outcome) ReportRun(posture *sandbox.Posture, allowTestEdits bool) repor
 		run.Cancelled = o.Failure.Code == report.ErrCancelled
 	}
 	if o.AgentName != "" {
-		run.Agent = &report.AgentInfo{Name: o.AgentName, SessionID: o.SessionID}
+		run.Agent = &report.AgentInfo{Name: o.AgentName, Version: o.AgentVersion, SessionID: o.SessionID}
 	}
 	for _, m := range o.ModelsServed {
 		run.ModelsServed = append(run.ModelsServed, report.ModelServed{ModelID: m})
