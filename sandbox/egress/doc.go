@@ -10,7 +10,7 @@
 // Every destination is decided on the authority the proxy itself dials, never
 // on a header the client controls:
 //
-//   - The authority is parsed strictly (see parseAuthority): ASCII letters,
+//   - The authority is parsed strictly: ASCII letters,
 //     digits, '-', '_', '.', one ':' before a decimal port; no userinfo,
 //     percent-encoding, zone ids or paths. Host names are compared in lower
 //     case with one trailing dot removed. Non-ASCII names are refused; write
@@ -39,7 +39,13 @@
 //
 // Each decision is counted (Stats); refusals keep a bounded sample with the
 // reason (Config.DenialsKept). Refused CONNECT and plain-HTTP requests get a
-// 403 whose body names the destination and the reason.
+// 403 whose body names the destination and the reason. A request so
+// malformed that net/http refuses it (400, e.g. a CONNECT whose Host header
+// is not a valid authority) names no destination and is not counted; nothing
+// is resolved or dialled for it either. A CONNECT target must carry its port
+// (RFC 9110 section 9.3.6); an absolute-form http URI defaults to port 80.
+// Only the http scheme is forwarded in absolute form; HTTPS goes through
+// CONNECT, so the proxy never terminates TLS.
 //
 // # What the allowlist cannot see
 //
