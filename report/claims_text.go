@@ -247,11 +247,16 @@ func mask(s string) masked {
 	return m
 }
 
-// restore puts the masked spans of one sentence back for the excerpt.
+// restore puts the masked spans of one sentence back for the excerpt,
+// dropping the one space mask put on each side of a placeholder.
 func (m masked) restore(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == ' ' && strings.HasPrefix(s[i+1:], string(phOpen)) {
+			i++ // padding before a placeholder
+			continue
+		}
 		if r != phOpen {
 			b.WriteString(s[i : i+size])
 			i += size
@@ -264,6 +269,9 @@ func (m masked) restore(s string) string {
 		}
 		tag := s[i+size : i+end]
 		i += end + utf8.RuneLen(phClose)
+		if i < len(s) && s[i] == ' ' {
+			i++ // padding after it
+		}
 		if len(tag) < 2 {
 			continue
 		}
@@ -275,7 +283,7 @@ func (m masked) restore(s string) string {
 			b.WriteString(m.quots[n])
 		}
 	}
-	return strings.Join(strings.Fields(b.String()), " ")
+	return strings.TrimSpace(b.String())
 }
 
 // token is one word or punctuation mark of a sentence.

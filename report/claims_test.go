@@ -1,0 +1,185 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestClaimsOrderCapAndExcerpts(t *testing.T) {
+	ev := NewEvidence()
+	ev.SetCheck("go test ./...", true, false, 1)
+	var msg strings.Builder
+	for i := 0; i < 12; i++ {
+		fmt.Fprintf(&msg, "I edited `file%02d.go`. ", i)
+	}
+	msg.WriteString("All tests pass.")
+	claims := ev.Claims(msg.String())
+	if len(claims) != ClaimsMax {
+		t.Fatalf("%d claims, want the cap %d", len(claims), ClaimsMax)
+	}
+	if claims[0].Kind != ClaimTestsPass || !strings.Contains(claims[0].Reason, `"go test ./..." failed after the last turn (exit 1)`) {
+		t.Errorf("the contradiction (last in the text) must come first and survive the cap: %+v", claims[0])
+	}
+	if claims[1].Claim != "I edited `file00.go`." || !strings.Contains(claims[1].Reason, "file00.go") {
+		t.Errorf("second claim = %+v", claims[1])
+	}
+	long := "I committed " + strings.Repeat("the very long explanation ", 40) + "."
+	c := NewEvidence().Claims(long)
+	if len(c) != 1 || len(c[0].Claim) > BriefCap+MarkerMaxBytes || !strings.Contains(c[0].Claim, "truncated") {
+		t.Errorf("excerpt not capped with a marker: %+v", c)
+	}
+}
+
+func TestClaimsRedactsExcerpts(t *testing.T) {
+	ev := NewEvidence().SetRedactor(NewRedactor("sk-secret-123"))
+	c := ev.Claims("I pushed with token sk-secret-123 to origin.")
+	if len(c) != 1 || strings.Contains(c[0].Claim, "sk-secret-123") || !strings.Contains(c[0].Claim, "***") {
+		t.Errorf("claims = %+v", c)
+	}
+}
+
+func TestClaimsDeduplicatePerKindAndFile(t *testing.T) {
+	c := NewEvidence().Claims("I committed it. Committed! I also committed the docs. I edited a.go. I edited `a.go` again.")
+	if len(c) != 2 {
+		t.Errorf("claims = %+v, want one commit and one a.go edit", c)
+	}
+}
+
+func TestEvidenceBounds(t *testing.T) {
+	ev := NewEvidence()
+	for i := 0; i < EvidencePathsMax+10; i++ {
+		ev.AddReceipt(Receipt{Tool: "Write", OK: true, Brief: fmt.Sprintf("/w/f%d.txt", i)}, []string{fmt.Sprintf("/w/f%d.txt", i)})
+	}
+	if n := len(ev.written.m); n != EvidencePathsMax || !ev.written.overflow {
+		t.Fatalf("written set has %d paths (overflow %v), want the bound", n, ev.written.overflow)
+	}
+	// a file claim no longer provable either way is not listed
+	if c := ev.Claims("I edited `never-written.go`."); len(c) != 0 {
+		t.Errorf("claims after overflow = %+v", c)
+	}
+	changed := map[string]string{}
+	for i := 0; i < EvidencePathsMax+1; i++ {
+		changed[fmt.Sprintf("c%d.go", i)] = ChangeModified
+	}
+	ev2 := NewEvidence()
+	ev2.SetChanged(changed)
+	if !ev2.changedOverflow || len(ev2.changed) != EvidencePathsMax {
+		t.Errorf("changed set not bounded: %d, %v", len(ev2.changed), ev2.changedOverflow)
+	}
+}
+
+func TestReceiptRecognition(t *testing.T) {
+	cases := []struct {
+		tool, brief string
+		ok          bool
+		paths       []string
+		claim       string // a claim this receipt backs
+	}{
+		{"Bash", "go test -race ./...", false, nil, "I ran the tests."},
+		{"Bash", "cd web && npm run test:unit -- --ci", true, nil, "All tests pass."},
+		{"command_execution", "bash -lc 'python -m pytest -q tests/'", true, nil, "All tests pass."},
+		{"Bash", "make check", true, nil, "All tests pass."},
+		{"Bash", "./gradlew clean test", true, nil, "I ran the tests."},
+		{"Bash", "git -c user.name=bot commit -am fix", true, nil, "I committed it."},
+		{"Bash", "git push --set-upstream origin fix", true, nil, "I pushed the branch."},
+		{"Bash", "gh pr create --fill", true, nil, "I opened a PR."},
+		{"mcp__github__create_pull_request", "Fix", true, nil, "I opened a pull request."},
+		{"mcp__github__push_files", "acme/x", true, nil, "Pushed the files."},
+		{"Bash", "pip3 install -r requirements.txt", true, nil, "I installed the dependencies."},
+		{"Bash", "apt-get -y install libpq-dev", true, nil, "Installed libpq-dev."},
+		{"Bash", "helm upgrade --install app ./chart", true, nil, "Deployed the chart to staging."},
+		{"Edit", "/workspace/pkg/a.go", true, []string{"/workspace/pkg/a.go"}, "I edited pkg/a.go."},
+		{"Write", "/workspace/docs/new.md", true, nil, "Created `docs/new.md`."},
+		{"Bash", "sed -i 's/a/b/' src/x.py", true, nil, "Updated src/x.py."},
+		{"Bash", "cat > notes.txt <<EOF", true, nil, "I wrote `notes.txt`."},
+		{"Bash", "git rm -q old.go", true, nil, "Deleted old.go."},
+		{"Bash", "rm -f build/out.bin", true, nil, "Removed `build/out.bin`."},
+		{"file_change", "src/lib.rs", true, []string{"src/lib.rs"}, "Updated `lib.rs`."},
+	}
+	for _, c := range cases {
+		t.Run(c.tool+" "+c.brief, func(t *testing.T) {
+			ev := NewEvidence()
+			ev.AddReceipt(Receipt{Tool: c.tool, OK: c.ok, Brief: c.brief}, c.paths)
+			if got := ev.Claims(c.claim); len(got) != 0 {
+				t.Errorf("%q not backed by %s %q: %+v", c.claim, c.tool, c.brief, got)
+			}
+			if got := NewEvidence().Claims(c.claim); len(got) != 1 {
+				t.Errorf("%q without receipts: %+v (want exactly one claim)", c.claim, got)
+			}
+		})
+	}
+}
+
+func TestFileLikeAndPathMatches(t *testing.T) {
+	files := []string{"calc.go", "pkg/api/handler.go", "./x.py", "Makefile", ".gitignore", "README.md", "a.test.ts",
+		"db/migrations/0042_add_index.sql", "Gemfile.lock", "CMakeLists.txt"}
+	notFiles := []string{"Sum", "time.Now()", "utf8.Valid", "origin/main", "fix/sum", "github.com/stretchr/testify",
+		"1.4.2", "k8s/", "e.g.", "...", "https://example.com/a.go", "lodash.debounce", "v1.2"}
+	for _, f := range files {
+		if !fileLike(f) {
+			t.Errorf("fileLike(%q) = false", f)
+		}
+	}
+	for _, f := range notFiles {
+		if fileLike(f) {
+			t.Errorf("fileLike(%q) = true", f)
+		}
+	}
+	matches := [][2]string{{"/workspace/calc.go", "calc.go"}, {"calc/sum.go", "sum.go"}, {"pkg/a.go", "/workspace/pkg/a.go"}, {"README.md", "readme.md"}}
+	for _, m := range matches {
+		if !pathMatches(m[0], m[1]) {
+			t.Errorf("pathMatches(%q, %q) = false", m[0], m[1])
+		}
+	}
+	for _, m := range [][2]string{{"/workspace/mycalc.go", "calc.go"}, {"a/b.go", "c/b.go"}, {"", "x"}} {
+		if pathMatches(m[0], m[1]) {
+			t.Errorf("pathMatches(%q, %q) = true", m[0], m[1])
+		}
+	}
+}
+
+// TestClaimsExtractionRules pins single rules the corpus exercises only
+// incidentally.
+func TestClaimsExtractionRules(t *testing.T) {
+	cases := []struct {
+		name, text string
+		want       []string // kinds (with ":file" for named files)
+	}{
+		{"negated", "I did not commit anything and I haven't pushed.", nil},
+		{"future", "I'll commit and push once CI is green.", nil},
+		{"question", "Have I pushed the branch?", nil},
+		{"imperative advice", "Run `go test ./...` and confirm all tests pass.", nil},
+		{"conditional", "If the tests pass, merge it.", nil},
+		{"code fence", "```\ngit commit -am done && git push\n```", nil},
+		{"blockquote", "> I committed and pushed everything.", nil},
+		{"passive", "The fix was pushed to origin.", []string{"pushed"}},
+		{"subjectless list", "- Pushed `main`\n- Opened PR #3", []string{"pushed", "opened_pr"}},
+		{"unchecked box", "- [ ] Committed", nil},
+		{"checked box", "- [x] Committed", []string{"committed"}},
+		{"fail mark", "❌ Pushed", nil},
+		{"deleted from", "Removed the unused import from `main.go`.", []string{"edited_file:main.go"}},
+		{"deleted file", "Removed `main_old.go`.", []string{"deleted_file:main_old.go"}},
+		{"added to", "Added a `--verbose` flag to `cli.go`.", []string{"edited_file:cli.go"}},
+		{"added file", "Added `cli_test.go`.", []string{"created_file:cli_test.go"}},
+		{"other actor", "The CI pipeline deployed it to staging.", nil},
+		{"zero failures", "0 failures.", []string{"tests_pass"}},
+		{"partial", "Most tests pass now.", nil},
+		{"advice heading", "## Next steps\n- Commit the change\n- Pushed? not yet", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for _, r := range extractClaims(c.text) {
+				k := r.kind
+				if r.file != "" {
+					k += ":" + r.file
+				}
+				got = append(got, k)
+			}
+			if strings.Join(got, ",") != strings.Join(c.want, ",") {
+				t.Errorf("extractClaims(%q) = %v, want %v", c.text, got, c.want)
+			}
+		})
+	}
+}
