@@ -41,7 +41,7 @@ func BenchmarkTunnel(b *testing.B) {
 	})
 	b.Run("relay+proxy", func(b *testing.B) {
 		h := startHarness(b, Config{Allow: []string{"echo.example.com:7"}, Resolver: newResolver(map[string][]netip.Addr{"echo.example.com.": {pubA}})})
-		h.dial.route("93.184.215.14:7", echo.Addr().String())
+		h.dial.Route("93.184.215.14:7", echo.Addr().String())
 		run(b, func() net.Conn {
 			c, err := net.Dial("tcp", h.forward)
 			if err != nil {

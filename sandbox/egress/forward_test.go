@@ -135,13 +135,13 @@ func TestConnectMatrix(t *testing.T) {
 	res := matrixResolver()
 	h := startHarness(t, Config{Allow: matrixAllow, Resolver: res})
 	for _, name := range []string{"93.184.215.14:443", "151.101.1.1:443"} {
-		h.dial.route(name, target)
+		h.dial.Route(name, target)
 	}
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := h.p.Stats()
-			dialsBefore, asksBefore := len(h.dial.addrs()), len(res.questions())
+			dialsBefore, asksBefore := len(h.dial.Dialed()), len(res.Asked())
 
 			host := tt.host
 			if host == "" {
@@ -153,8 +153,8 @@ func TestConnectMatrix(t *testing.T) {
 				t.Fatalf("CONNECT %s: status %d (%q), want %d", tt.target, status, body, tt.wantStatus)
 			}
 			after := h.p.Stats()
-			dials := h.dial.addrs()[dialsBefore:]
-			asks := res.questions()[asksBefore:]
+			dials := h.dial.Dialed()[dialsBefore:]
+			asks := res.Asked()[asksBefore:]
 			if !slices.Equal(dials, tt.wantDial) {
 				t.Errorf("dialled %q, want %q", dials, tt.wantDial)
 			}
@@ -210,10 +210,10 @@ func TestConnectRejectedByNetHTTP(t *testing.T) {
 			}
 		})
 	}
-	if d := h.dial.addrs(); len(d) != 0 {
+	if d := h.dial.Dialed(); len(d) != 0 {
 		t.Errorf("dialled %q", d)
 	}
-	if q := res.questions(); len(q) != 0 {
+	if q := res.Asked(); len(q) != 0 {
 		t.Errorf("resolved %q", q)
 	}
 	if s := h.p.Stats(); s.Allowed != 0 {
@@ -226,7 +226,7 @@ func TestConnectRejectedByNetHTTP(t *testing.T) {
 func TestConnectTunnel(t *testing.T) {
 	echo := echoServer(t, "tcp", "127.0.0.1:0")
 	h := startHarness(t, Config{Allow: []string{"echo.example.com:7"}, Resolver: newResolver(map[string][]netip.Addr{"echo.example.com.": {pubA}})})
-	h.dial.route("93.184.215.14:7", echo.Addr().String())
+	h.dial.Route("93.184.215.14:7", echo.Addr().String())
 
 	status, body, c := connect(t, h.forward, "echo.example.com:7")
 	if status != 200 {
@@ -255,7 +255,7 @@ func TestForwardHTTPS(t *testing.T) {
 		fmt.Fprint(w, "hello over TLS")
 	}))
 	h := startHarness(t, Config{Allow: []string{"example.com"}, Resolver: newResolver(map[string][]netip.Addr{"example.com.": {pubA}, "www.example.com.": {pubA}})})
-	h.dial.route("93.184.215.14:443", srv.Listener.Addr().String())
+	h.dial.Route("93.184.215.14:443", srv.Listener.Addr().String())
 	client := h.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}})
 
 	tests := []struct {
@@ -341,8 +341,8 @@ func TestForwardPlainHTTP(t *testing.T) {
 	srv := newRecordingServer(t)
 	res := newResolver(map[string][]netip.Addr{"example.com.": {pubA}, "evil.com.": {pubB}, "alt.example.com.": {pubA}})
 	h := startHarness(t, Config{Allow: []string{"example.com:80", "alt.example.com:8080"}, Resolver: res})
-	h.dial.route("93.184.215.14:80", srv.Listener.Addr().String())
-	h.dial.route("93.184.215.14:8080", srv.Listener.Addr().String())
+	h.dial.Route("93.184.215.14:80", srv.Listener.Addr().String())
+	h.dial.Route("93.184.215.14:8080", srv.Listener.Addr().String())
 
 	t.Run("real client, allowed", func(t *testing.T) {
 		resp, err := h.client(nil).Get("http://example.com/path?q=1")
@@ -491,14 +491,14 @@ func TestForwardPlainHTTP(t *testing.T) {
 			}
 		})
 	}
-	for _, a := range h.dial.addrs() {
+	for _, a := range h.dial.Dialed() {
 		if a != "93.184.215.14:80" && a != "93.184.215.14:8080" {
 			t.Errorf("dialled %s", a)
 		}
 	}
-	for _, q := range res.questions() {
+	for _, q := range res.Asked() {
 		if q == "evil.com." {
-			t.Errorf("a refused destination was resolved: %q", res.questions())
+			t.Errorf("a refused destination was resolved: %q", res.Asked())
 		}
 	}
 }
@@ -512,7 +512,7 @@ func TestForwardDialFailure(t *testing.T) {
 	if status != http.StatusBadGateway || !strings.Contains(body, "no route to 151.101.1.1:443") {
 		t.Errorf("status %d body %q, want 502 naming both addresses tried", status, body)
 	}
-	if got := h.dial.addrs(); !slices.Equal(got, []string{"93.184.215.14:443", "151.101.1.1:443"}) {
+	if got := h.dial.Dialed(); !slices.Equal(got, []string{"93.184.215.14:443", "151.101.1.1:443"}) {
 		t.Errorf("dialled %q", got)
 	}
 	if s := h.p.Stats(); s.Allowed != 1 || s.Denied != 0 {
@@ -609,7 +609,7 @@ func TestStats(t *testing.T) {
 func TestCloseEndsTunnels(t *testing.T) {
 	echo := echoServer(t, "tcp", "127.0.0.1:0")
 	h := startHarness(t, Config{Allow: []string{"echo.example.com:7"}, Resolver: newResolver(map[string][]netip.Addr{"echo.example.com.": {pubA}})})
-	h.dial.route("93.184.215.14:7", echo.Addr().String())
+	h.dial.Route("93.184.215.14:7", echo.Addr().String())
 	status, _, c := connect(t, h.forward, "echo.example.com:7")
 	if status != 200 {
 		t.Fatalf("CONNECT: %d", status)
@@ -658,14 +658,14 @@ func TestDNSRebinding(t *testing.T) {
 		echo := echoServer(t, "tcp", "127.0.0.1:0")
 		res := &rebindingResolver{}
 		h := startHarness(t, Config{Allow: []string{"rebind.example.com"}, Resolver: res})
-		h.dial.route("93.184.215.14:443", echo.Addr().String())
+		h.dial.Route("93.184.215.14:443", echo.Addr().String())
 		if status, body, _ := connect(t, h.forward, "rebind.example.com:443"); status != 200 {
 			t.Fatalf("first CONNECT: %d %q", status, body)
 		}
 		if status, body, _ := connect(t, h.forward, "rebind.example.com:443"); status != 403 || !strings.Contains(body, "resolves to 127.0.0.1 (loopback)") {
 			t.Fatalf("second CONNECT: %d %q, want 403 loopback", status, body)
 		}
-		if got := h.dial.addrs(); !slices.Equal(got, []string{"93.184.215.14:443"}) {
+		if got := h.dial.Dialed(); !slices.Equal(got, []string{"93.184.215.14:443"}) {
 			t.Errorf("dialled %q, want only the checked public address", got)
 		}
 		res.mu.Lock()
@@ -679,7 +679,7 @@ func TestDNSRebinding(t *testing.T) {
 		srv := newRecordingServer(t)
 		res := &rebindingResolver{}
 		h := startHarness(t, Config{Allow: []string{"rebind.example.com:80"}, Resolver: res})
-		h.dial.route("93.184.215.14:80", srv.Listener.Addr().String())
+		h.dial.Route("93.184.215.14:80", srv.Listener.Addr().String())
 		resps := rawExchange(t, h.forward,
 			"GET http://rebind.example.com/1 HTTP/1.1\r\nHost: rebind.example.com\r\n\r\n"+
 				"GET http://rebind.example.com/2 HTTP/1.1\r\nHost: rebind.example.com\r\nConnection: close\r\n\r\n", 2)
@@ -711,7 +711,7 @@ func TestForwardPlainHTTPLiterals(t *testing.T) {
 			}
 		})
 	}
-	if d := h.dial.addrs(); len(d) != 0 {
+	if d := h.dial.Dialed(); len(d) != 0 {
 		t.Errorf("dialled %q", d)
 	}
 }
@@ -722,7 +722,7 @@ func TestForwardPlainHTTPLiterals(t *testing.T) {
 func TestMaxConns(t *testing.T) {
 	echo := echoServer(t, "tcp", "127.0.0.1:0")
 	h := startHarness(t, Config{Allow: []string{"echo.example.com:7"}, Resolver: newResolver(map[string][]netip.Addr{"echo.example.com.": {pubA}}), MaxConns: 2})
-	h.dial.route("93.184.215.14:7", echo.Addr().String())
+	h.dial.Route("93.184.215.14:7", echo.Addr().String())
 
 	var open []net.Conn
 	for range 2 {

@@ -14,94 +14,34 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/goalrun/goalrun/sandbox/egress/egresstest"
 )
 
-// Public addresses the fake resolver hands out. They are ordinary internet
-// addresses (never dialled: the test dialer maps them onto loopback servers),
-// because every special-purpose range, documentation ones included, is refused.
+// Public addresses the fake resolver hands out (never dialled: the test
+// dialer maps them onto loopback servers).
 var (
-	pubA  = netip.MustParseAddr("93.184.215.14")
-	pubB  = netip.MustParseAddr("151.101.1.1")
-	pubV6 = netip.MustParseAddr("2606:2800:21f:cb07:6820:80da:af6b:8b2c")
+	pubA  = egresstest.PublicV4
+	pubB  = egresstest.PublicV4B
+	pubV6 = egresstest.PublicV6
 )
 
-// fakeResolver answers from a table keyed by the fully qualified name (with
-// its trailing dot, as the proxy asks) and records every question.
-type fakeResolver struct {
-	mu      sync.Mutex
-	answers map[string][]netip.Addr
-	asked   []string
-}
+// fakeResolver and routeDialer are the egresstest fakes under the names the
+// tests use.
+type (
+	fakeResolver = egresstest.Resolver
+	routeDialer  = egresstest.Router
+)
 
 func newResolver(answers map[string][]netip.Addr) *fakeResolver {
-	return &fakeResolver{answers: answers}
+	return egresstest.NewResolver(answers)
 }
 
-func (f *fakeResolver) LookupNetIP(_ context.Context, network, host string) ([]netip.Addr, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.asked = append(f.asked, host)
-	if network != "ip" {
-		return nil, fmt.Errorf("fake resolver: network %q, want \"ip\"", network)
-	}
-	addrs, ok := f.answers[host]
-	if !ok {
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-	}
-	return addrs, nil
-}
-
-func (f *fakeResolver) questions() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.asked)
-}
-
-// routeDialer is the test-only dial hook: it maps checked "ip:port"
-// addresses onto loopback servers and records every address it is asked for.
-// Loopback addresses without a route are dialled as they are (the proxy only
-// lets them through for upstreams with AllowLoopbackUpstreams); any other
-// address without a route fails, like an unreachable host.
-type routeDialer struct {
-	mu     sync.Mutex
-	routes map[string]string
-	dialed []string
-}
-
-func newDialer() *routeDialer { return &routeDialer{routes: map[string]string{}} }
-
-func (d *routeDialer) route(from string, to string) {
-	d.mu.Lock()
-	d.routes[from] = to
-	d.mu.Unlock()
-}
-
-func (d *routeDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	d.mu.Lock()
-	d.dialed = append(d.dialed, addr)
-	to, ok := d.routes[addr]
-	d.mu.Unlock()
-	if !ok {
-		ap, err := netip.ParseAddrPort(addr)
-		if err != nil || !ap.Addr().IsLoopback() {
-			return nil, fmt.Errorf("test dialer: no route to %s", addr)
-		}
-		to = addr
-	}
-	var nd net.Dialer
-	return nd.DialContext(ctx, network, to)
-}
-
-func (d *routeDialer) addrs() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.dialed)
-}
+func newDialer() *routeDialer { return egresstest.NewRouter() }
 
 // shortTempDir returns a temporary directory with a short path: a Unix
 // socket path must fit 107 bytes, which t.TempDir's long names can exceed.

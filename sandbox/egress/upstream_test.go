@@ -234,7 +234,7 @@ func TestUpstreamDestinationChecks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDialer()
-			d.route("127.0.0.1:"+port, api.Listener.Addr().String())
+			d.Route("127.0.0.1:"+port, api.Listener.Addr().String())
 			h := startHarness(t, Config{
 				Upstreams:              []Upstream{{URL: tt.url, Header: "x-api-key", Key: realKey}},
 				AllowLoopbackUpstreams: tt.loopbackOK,
@@ -252,8 +252,8 @@ func TestUpstreamDestinationChecks(t *testing.T) {
 			if tt.wantStatus == 200 && (s.Allowed != 1 || s.Denied != 0) {
 				t.Errorf("stats %+v, want one allowed", s)
 			}
-			if tt.wantStatus == 403 && len(d.addrs()) != 0 {
-				t.Errorf("dialled %q", d.addrs())
+			if tt.wantStatus == 403 && len(d.Dialed()) != 0 {
+				t.Errorf("dialled %q", d.Dialed())
 			}
 		})
 	}
@@ -296,7 +296,7 @@ func TestUpstreamHTTPS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDialer()
-			d.route("93.184.215.14:443", api.Listener.Addr().String())
+			d.Route("93.184.215.14:443", api.Listener.Addr().String())
 			h := startHarness(t, Config{
 				Upstreams:       []Upstream{{URL: tt.url, Header: "Authorization", Prefix: "Bearer ", Key: realKey}},
 				Resolver:        res,
