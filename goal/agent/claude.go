@@ -94,9 +94,11 @@ func binOr(bin, def string) string {
 //     or a subtype other than "success" is a failure whatever the rest says,
 //     and an API status 401/403 in it is auth_required.
 type claudeParser struct {
-	st  turnState
-	cwd string
-	via map[string]string // Task/Agent call id → the sub-agent's name
+	st     turnState
+	cwd    string
+	via    map[string]string // Task/Agent call id → the sub-agent's name
+	blocks []claudeBlock     // the current line's message content (reused)
+	cur    jsonscan.Cursor
 }
 
 func newClaudeParser() *claudeParser {
@@ -106,12 +108,19 @@ func newClaudeParser() *claudeParser {
 // claudeLine holds the members of one line the parser looks at.
 type claudeLine struct {
 	typ, subtype, sessionID, parent jsonscan.Value
-	message, model, version, cwd    jsonscan.Value
+	msgModel, model, version, cwd   jsonscan.Value
 	attempt, retryDelay, errStatus  jsonscan.Value
 	errWord, isError, result        jsonscan.Value
 	usage, totalCost, sinceLast     jsonscan.Value
 	numTurns, denials, apiStatus    jsonscan.Value
 	errors                          jsonscan.Value
+	hasContent                      bool // message.content was an array (blocks hold it)
+}
+
+// claudeBlock is one block of message.content (tool_use, tool_result, text,
+// server tool blocks), its members raw.
+type claudeBlock struct {
+	typ, id, name, input, text, toolUseID, isError, content jsonscan.Value
 }
 
 func (l *claudeLine) collect(k []byte, v jsonscan.Value) {
@@ -124,8 +133,6 @@ func (l *claudeLine) collect(k []byte, v jsonscan.Value) {
 		l.sessionID = v
 	case "parent_tool_use_id":
 		l.parent = v
-	case "message":
-		l.message = v
 	case "model":
 		l.model = v
 	case "claude_code_version":
@@ -161,6 +168,63 @@ func (l *claudeLine) collect(k []byte, v jsonscan.Value) {
 	}
 }
 
+// scan walks the line once (jsonscan.Cursor): top-level members are kept
+// raw, and message.content is split into blocks on the way, so a tool
+// result carrying megabytes is scanned once.
+func (p *claudeParser) scan(line []byte, l *claudeLine) error {
+	c := &p.cur
+	c.Reset(line)
+	p.blocks = p.blocks[:0]
+	c.Object(func(k []byte) {
+		if string(k) != "message" {
+			l.collect(k, c.Value())
+			return
+		}
+		if c.Peek() != '{' {
+			return
+		}
+		c.Object(func(k []byte) {
+			switch string(k) {
+			case "model":
+				l.msgModel = c.Value()
+			case "content":
+				if c.Peek() != '[' {
+					return
+				}
+				l.hasContent = true
+				c.Array(func() {
+					if c.Peek() != '{' {
+						return
+					}
+					var b claudeBlock
+					c.Object(func(k []byte) {
+						switch string(k) {
+						case "type":
+							b.typ = c.Value()
+						case "id":
+							b.id = c.Value()
+						case "name":
+							b.name = c.Value()
+						case "input":
+							b.input = c.Value()
+						case "text":
+							b.text = c.Value()
+						case "tool_use_id":
+							b.toolUseID = c.Value()
+						case "is_error":
+							b.isError = c.Value()
+						case "content":
+							b.content = c.Value()
+						}
+					})
+					p.blocks = append(p.blocks, b)
+				})
+			}
+		})
+	})
+	return c.Done()
+}
+
 // Line parses one stdout line.
 func (p *claudeParser) Line(line []byte, oversize bool, emit func(Event)) {
 	if oversize {
@@ -169,7 +233,7 @@ func (p *claudeParser) Line(line []byte, oversize bool, emit func(Event)) {
 		return
 	}
 	var l claudeLine
-	if err := jsonscan.ParseObject(line, l.collect); err != nil {
+	if err := p.scan(line, &l); err != nil {
 		p.st.skipped(false)
 		return
 	}
@@ -205,60 +269,27 @@ func (p *claudeParser) system(l *claudeLine, emit func(Event)) {
 }
 
 func (p *claudeParser) assistant(l *claudeLine, emit func(Event)) {
-	var content, model jsonscan.Value
-	_ = l.message.Each(func(k []byte, v jsonscan.Value) bool {
-		switch string(k) {
-		case "content":
-			content = v
-		case "model":
-			model = v
-		}
-		return true
-	})
 	parent := l.parent.Text()
 	if parent == "" {
-		p.st.seeModel(model.Text(), emit)
+		p.st.seeModel(l.msgModel.Text(), emit)
 	}
-	if content.Kind() != jsonscan.Array {
-		return
-	}
-	_ = content.Elems(func(b jsonscan.Value) bool {
-		var typ, id, name, input, text, toolUseID, inner jsonscan.Value
-		_ = b.Each(func(k []byte, v jsonscan.Value) bool {
-			switch string(k) {
-			case "type":
-				typ = v
-			case "id":
-				id = v
-			case "name":
-				name = v
-			case "input":
-				input = v
-			case "text":
-				text = v
-			case "tool_use_id":
-				toolUseID = v
-			case "content":
-				inner = v
-			}
-			return true
-		})
-		t := typ.Text()
+	for i := range p.blocks {
+		b := &p.blocks[i]
+		t := b.typ.Text()
 		switch {
 		case t == "text":
 			if parent == "" {
-				if s := text.Text(); strings.TrimSpace(s) != "" {
+				if s := b.text.Text(); strings.TrimSpace(s) != "" {
 					emit(Event{Kind: KindText, Text: s})
 				}
 			}
 		case t == "tool_use" || t == "server_tool_use" || t == "mcp_tool_use":
-			p.toolUse(id.Text(), name.Text(), input, parent, emit)
+			p.toolUse(b.id.Text(), b.name.Text(), b.input, parent, emit)
 		case strings.HasSuffix(t, "_tool_result"): // a server tool's result, e.g. web_search_tool_result
-			ok := !strings.HasSuffix(inner.Get("type").Text(), "_error")
-			p.st.result(toolUseID.Text(), ok, emit)
+			ok := !strings.HasSuffix(b.content.Get("type").Text(), "_error")
+			p.st.result(b.toolUseID.Text(), ok, emit)
 		}
-		return true
-	})
+	}
 }
 
 // claudeWriteTools are the tools whose file_path (notebook_path) is a path
@@ -299,28 +330,11 @@ func (p *claudeParser) toolUse(id, name string, input jsonscan.Value, parent str
 }
 
 func (p *claudeParser) user(l *claudeLine, emit func(Event)) {
-	content := l.message.Get("content")
-	if content.Kind() != jsonscan.Array {
-		return
-	}
-	_ = content.Elems(func(b jsonscan.Value) bool {
-		var typ, id, isErr jsonscan.Value
-		_ = b.Each(func(k []byte, v jsonscan.Value) bool {
-			switch string(k) {
-			case "type":
-				typ = v
-			case "tool_use_id":
-				id = v
-			case "is_error":
-				isErr = v
-			}
-			return true
-		})
-		if typ.Text() == "tool_result" {
-			p.st.result(id.Text(), !isErr.True(), emit)
+	for i := range p.blocks {
+		if b := &p.blocks[i]; b.typ.Text() == "tool_result" {
+			p.st.result(b.toolUseID.Text(), !b.isError.True(), emit)
 		}
-		return true
-	})
+	}
 }
 
 func (p *claudeParser) result(l *claudeLine, emit func(Event)) {
@@ -438,6 +452,9 @@ var (
 	salvageCallRe   = regexp.MustCompile(`"type":"tool_use","id":"([^"\\]+)","name":"([^"\\]+)","input":\{"(?:file_path|command|notebook_path)":"([^"\\]*)"`)
 )
 
+// salvageWindow is how much of an oversize line salvage reads: 256 KiB.
+const salvageWindow = 256 << 10
+
 // salvage reads what it can from the kept prefix of a line longer than
 // MaxLineBytes: a tool call whose input holds a huge file (its id, name and
 // path), or tool results carrying a huge output. Such a result is taken as
@@ -445,6 +462,11 @@ var (
 // Claude Code's failed tool results are short error messages, not
 // megabytes.
 func (p *claudeParser) salvage(prefix []byte, emit func(Event)) {
+	// The ids and names sit at the start of a line; do not run the
+	// patterns over megabytes of file content.
+	if len(prefix) > salvageWindow {
+		prefix = prefix[:salvageWindow]
+	}
 	for _, m := range salvageCallRe.FindAllSubmatch(prefix, -1) {
 		t := &Tool{ID: string(m[1]), Name: string(m[2]), Brief: foldBrief(string(m[3]))}
 		if claudeWriteTools[t.Name] && len(m[3]) > 0 {

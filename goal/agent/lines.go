@@ -7,7 +7,9 @@ import (
 
 // LineWriter is the io.Writer a step's stdout goes to: it splits the stream
 // into lines and hands each to a Parser, in memory bounded by MaxLineBytes
-// however long a line or the stream is. A line longer than MaxLineBytes is
+// (one line buffer, allocated at that size the first time a line split
+// across writes outgrows 1 MiB, then reused) however long a line or the
+// stream is. A line longer than MaxLineBytes is
 // passed cut to MaxLineBytes with oversize=true; the rest of it is dropped.
 // A trailing "\r" is removed; empty lines are not passed.
 //
@@ -71,6 +73,14 @@ func (w *LineWriter) add(b []byte) {
 		b = b[:max(room, 0)]
 		w.oversize = true
 	}
+	if len(w.buf)+len(b) > cap(w.buf) && len(w.buf)+len(b) > 1<<20 {
+		// A long line: grow straight to the cap once instead of doubling
+		// through a chain of garbage buffers. The buffer is kept for the
+		// next long line, so one stream holds at most MaxLineBytes.
+		nb := make([]byte, len(w.buf), w.max)
+		copy(nb, w.buf)
+		w.buf = nb
+	}
 	w.buf = append(w.buf, b...)
 }
 
@@ -88,9 +98,6 @@ func (w *LineWriter) flush() {
 	w.pass(w.buf, w.oversize)
 	w.buf = w.buf[:0]
 	w.oversize = false
-	if cap(w.buf) > 1<<20 { // do not keep a huge buffer after one huge line
-		w.buf = nil
-	}
 }
 
 // Close passes a final unterminated line, if any, to the parser. It does not

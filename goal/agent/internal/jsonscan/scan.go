@@ -501,3 +501,191 @@ func hex4(s []byte) rune {
 	}
 	return r
 }
+
+// Cursor walks one JSON text in a single pass, descending only into the
+// members the caller asks for: every byte is looked at once, however deep
+// the fields it needs are. (Value's methods re-scan a member each time one
+// descends into it.) The zero Cursor is ready after Reset.
+//
+//	var c jsonscan.Cursor
+//	c.Reset(line)
+//	c.Object(func(key []byte) {
+//		switch string(key) {
+//		case "type":
+//			typ = c.Value()
+//		case "message":
+//			c.Object(func(key []byte) { … })
+//		} // members not consumed are skipped
+//	})
+//	if err := c.Done(); err != nil { … }
+type Cursor struct {
+	b   []byte
+	i   int
+	err error
+}
+
+// Reset points the cursor at the start of b and clears its error.
+func (c *Cursor) Reset(b []byte) { c.b, c.i, c.err = b, 0, nil }
+
+// Err returns the first syntax error met (wrapping ErrSyntax), or nil.
+func (c *Cursor) Err() error { return c.err }
+
+func (c *Cursor) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+	c.i = len(c.b)
+}
+
+func (c *Cursor) ws() { c.i = skipWS(c.b, c.i) }
+
+// Peek returns the first byte of the next value ('{', '[', '"', 't', 'f',
+// 'n', a digit or '-'), or 0 at the end or after an error.
+func (c *Cursor) Peek() byte {
+	c.ws()
+	if c.err != nil || c.i >= len(c.b) {
+		return 0
+	}
+	return c.b[c.i]
+}
+
+// Value consumes the next value and returns it raw (nil after an error).
+func (c *Cursor) Value() Value {
+	c.ws()
+	if c.err != nil || c.i >= len(c.b) {
+		c.fail(syntaxErr("missing value", c.i))
+		return nil
+	}
+	start := c.i
+	end, err := skip(c.b, c.i)
+	if err != nil {
+		c.fail(err)
+		return nil
+	}
+	c.i = end
+	return Value(c.b[start:end])
+}
+
+// Skip consumes the next value.
+func (c *Cursor) Skip() { c.Value() }
+
+// Object consumes the next value, which must be an object, calling fn for
+// each member with the cursor at the member's value. fn consumes that value
+// (Value, Skip, Object or Array) or leaves it, and then Object skips it;
+// fn must not consume more than the one value. It returns false on a
+// syntax error (see Err).
+func (c *Cursor) Object(fn func(key []byte)) bool {
+	if c.Peek() != '{' {
+		c.fail(syntaxErr("expected an object", c.i))
+		return false
+	}
+	c.i++
+	c.ws()
+	if c.i < len(c.b) && c.b[c.i] == '}' {
+		c.i++
+		return true
+	}
+	for {
+		if c.i >= len(c.b) || c.b[c.i] != '"' {
+			c.fail(syntaxErr("expected a member name", c.i))
+			return false
+		}
+		end, err := skipString(c.b, c.i)
+		if err != nil {
+			c.fail(err)
+			return false
+		}
+		key := c.b[c.i+1 : end-1]
+		c.i = skipWS(c.b, end)
+		if c.i >= len(c.b) || c.b[c.i] != ':' {
+			c.fail(syntaxErr("expected :", c.i))
+			return false
+		}
+		c.i = skipWS(c.b, c.i+1)
+		start := c.i
+		fn(key)
+		if c.err != nil {
+			return false
+		}
+		if c.i == start {
+			c.Skip()
+			if c.err != nil {
+				return false
+			}
+		}
+		c.ws()
+		if c.i >= len(c.b) {
+			c.fail(syntaxErr("unterminated object", c.i))
+			return false
+		}
+		switch c.b[c.i] {
+		case ',':
+			c.i = skipWS(c.b, c.i+1)
+		case '}':
+			c.i++
+			return true
+		default:
+			c.fail(syntaxErr("expected , or }", c.i))
+			return false
+		}
+	}
+}
+
+// Array consumes the next value, which must be an array, calling fn for
+// each element with the cursor at it; fn consumes it or leaves it to be
+// skipped, as with Object. It returns false on a syntax error.
+func (c *Cursor) Array(fn func()) bool {
+	if c.Peek() != '[' {
+		c.fail(syntaxErr("expected an array", c.i))
+		return false
+	}
+	c.i = skipWS(c.b, c.i+1)
+	if c.i < len(c.b) && c.b[c.i] == ']' {
+		c.i++
+		return true
+	}
+	for {
+		if c.i >= len(c.b) {
+			c.fail(syntaxErr("unterminated array", c.i))
+			return false
+		}
+		start := c.i
+		fn()
+		if c.err != nil {
+			return false
+		}
+		if c.i == start {
+			c.Skip()
+			if c.err != nil {
+				return false
+			}
+		}
+		c.ws()
+		if c.i >= len(c.b) {
+			c.fail(syntaxErr("unterminated array", c.i))
+			return false
+		}
+		switch c.b[c.i] {
+		case ',':
+			c.i = skipWS(c.b, c.i+1)
+		case ']':
+			c.i++
+			return true
+		default:
+			c.fail(syntaxErr("expected , or ]", c.i))
+			return false
+		}
+	}
+}
+
+// Done checks that nothing but whitespace follows and returns the first
+// error met while walking.
+func (c *Cursor) Done() error {
+	if c.err != nil {
+		return c.err
+	}
+	if j := skipWS(c.b, c.i); j != len(c.b) {
+		c.fail(syntaxErr("data after the value", j))
+	}
+	return c.err
+}

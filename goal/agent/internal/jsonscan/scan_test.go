@@ -190,3 +190,90 @@ func FuzzParseObject(f *testing.F) {
 		}
 	})
 }
+
+func TestCursor(t *testing.T) {
+	line := []byte(`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"x\"]}","is_error":true},"plain",{"type":"text"}]},"n":[1,[2]],"tail":"t"}`)
+	var c Cursor
+	c.Reset(line)
+	var typ, tail string
+	var blocks []map[string]string
+	c.Object(func(k []byte) {
+		switch string(k) {
+		case "type":
+			typ = c.Value().Text()
+		case "message":
+			c.Object(func(k []byte) {
+				if string(k) != "content" {
+					return // left unconsumed: skipped by Object
+				}
+				c.Array(func() {
+					if c.Peek() != '{' {
+						return
+					}
+					b := map[string]string{}
+					c.Object(func(k []byte) { b[string(k)] = string(c.Value()) })
+					blocks = append(blocks, b)
+				})
+			})
+		case "tail":
+			tail = c.Value().Text()
+		}
+	})
+	if err := c.Done(); err != nil {
+		t.Fatal(err)
+	}
+	if typ != "user" || tail != "t" || len(blocks) != 2 || blocks[0]["content"] != `"x\"]}"` || blocks[0]["is_error"] != "true" || blocks[1]["type"] != `"text"` {
+		t.Errorf("typ %q tail %q blocks %v", typ, tail, blocks)
+	}
+
+	for _, bad := range []string{`{"a":1`, `{"a":[1,2}`, `{"a" 1}`, `{"a":{"b":}}`, `{"a":1}x`, `[1]`, ``, `{"a":[1 2]}`} {
+		c.Reset([]byte(bad))
+		c.Object(func(k []byte) {
+			if c.Peek() == '[' {
+				c.Array(func() {})
+			} else if c.Peek() == '{' {
+				c.Object(func([]byte) {})
+			}
+		})
+		if err := c.Done(); !errors.Is(err, ErrSyntax) {
+			t.Errorf("Cursor accepted %q (err %v)", bad, err)
+		}
+	}
+}
+
+// FuzzCursor checks that the cursor, descending into every object and
+// array, accepts every valid JSON object, accepts nothing ParseObject
+// rejects (it checks more: ParseObject does not look inside the values it
+// skips), and never panics.
+func FuzzCursor(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":{"b":[1,"]",{"c":"\"}"}]},"d":null}`, `{}`, `{"a":[]}`, `{"a":[{},[]]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var c Cursor
+		c.Reset(b)
+		var walk func()
+		walk = func() {
+			switch c.Peek() {
+			case '{':
+				c.Object(func([]byte) { walk() })
+			case '[':
+				c.Array(func() { walk() })
+			default:
+				c.Skip()
+			}
+		}
+		if c.Peek() != '{' {
+			return
+		}
+		walk()
+		cerr := c.Done()
+		perr := ParseObject(b, func([]byte, Value) {})
+		if cerr == nil && perr != nil {
+			t.Fatalf("%q: the cursor accepts what ParseObject rejects (%v)", b, perr)
+		}
+		if json.Valid(b) && cerr != nil {
+			t.Fatalf("%q: valid JSON, cursor says %v", b, cerr)
+		}
+	})
+}
