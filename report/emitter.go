@@ -14,7 +14,7 @@ import (
 // (message and data, keys included) before capping, caps the message
 // (TextEventCap for "text" events, BriefCap and folded onto one line for the
 // others) and every string in data (ReasonCap), stamps the time from the
-// injected clock, and forwards the event to its Sink, one at a time.
+// injected clock (in UTC), and forwards the event to its Sink, one at a time.
 //
 // It refuses the terminal types ("completed", "failed"): only Finish (and
 // FailStartup) emit them, exactly once per Emitter, so the stream ends with
@@ -106,7 +106,7 @@ func (e *Emitter) send(typ, phase, message string, data map[string]any, terminal
 	if terminal {
 		e.finished = true
 	}
-	ev.Time = e.now()
+	ev.Time = e.now().UTC()
 	if e.sink != nil {
 		e.sink.Emit(ev)
 	}

@@ -352,3 +352,33 @@ func TestSchemaRejects(t *testing.T) {
 		t.Errorf("oversize: %v", err)
 	}
 }
+
+// BenchmarkFinishEncode measures building and encoding a typical document:
+// go test ./report -run '^$' -bench 'FinishEncode|Markdown' -benchmem
+func BenchmarkFinishEncode(b *testing.B) {
+	run := passedRun()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		_ = Encode(Finish(run, nil))
+	}
+}
+
+// BenchmarkEncodeWorstCase measures a document that needs elision (every
+// field full of control characters).
+func BenchmarkEncodeWorstCase(b *testing.B) {
+	d := Finish(worstRun(ctl(5000), 40), nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = Encode(d)
+	}
+}
+
+// BenchmarkMarkdown measures the markdown rendering of a typical document.
+func BenchmarkMarkdown(b *testing.B) {
+	d := Finish(passedRun(), nil)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		_ = MarkdownWith(d, MarkdownOptions{Mermaid: true})
+	}
+}

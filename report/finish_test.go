@@ -198,3 +198,68 @@ func TestFinishStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestFinishTailSummary: the command agent's summary arrives as the end of
+// its stdout (CapTail of a 64 KiB window of a 10 MB stream); Finish keeps
+// its end, with the stream's total in the one marker.
+func TestFinishTailSummary(t *testing.T) {
+	const total = 10 << 20
+	window := strings.Repeat("x", 64<<10-len("the fix is in")) + "the fix is in"
+	run := passedRun()
+	run.Summary = CapTail(window, total, 64<<10)
+	d := Finish(run, nil)
+	validate(t, Encode(d))
+	want := "…[truncated: 4096 of 10485760 bytes shown; 10481664 elided]…"
+	if !strings.HasPrefix(*d.Summary, want) || !strings.HasSuffix(*d.Summary, "the fix is in") {
+		t.Errorf("summary = %.120q…%q", *d.Summary, (*d.Summary)[len(*d.Summary)-20:])
+	}
+	if strings.Count(*d.Summary, "[truncated:") != 1 {
+		t.Error("more than one marker")
+	}
+}
+
+// TestFinishCheckTail: a check tail with the stream's total is capped to
+// its last TailCap bytes after redaction, with the total in the marker.
+func TestFinishCheckTail(t *testing.T) {
+	e := NewEmitter(nil, NewRedactor(secret), nil)
+	run := passedRun()
+	tail := strings.Repeat("y", 600) + " token=" + secret + " FAIL"
+	run.Iterations[0].Check.Tail = tail
+	run.Iterations[0].Check.OutputBytes = 1 << 20
+	d := Finish(run, e)
+	validate(t, Encode(d))
+	got := d.Iterations[0].Check.Tail
+	redacted := len(tail) - len(secret) + len(Redacted)
+	wantTotal := 1<<20 - len(tail) + redacted
+	content, total, ok := splitMarker(got, true)
+	if !ok || total != wantTotal || len(content) > TailCap || !strings.HasSuffix(got, "token=*** FAIL") {
+		t.Errorf("tail = %q (total %d, want %d)", got, total, wantTotal)
+	}
+}
+
+// TestDefaultSuggestionsArePlainSentences: suggestions are read by programs
+// and other hosts, so they are sentences, never shell commands.
+func TestDefaultSuggestionsArePlainSentences(t *testing.T) {
+	codes := []string{ErrBadInput, ErrAgentFailed, ErrAgentNotFound, ErrSandboxUnavailable, ErrSandboxFailed, ErrCheckNotRunnable, ErrAuthRequired, ErrCancelled, ErrGitHubUnavailable}
+	for _, code := range codes {
+		for _, reason := range []string{"", AuthInvalidKey, AuthExpired, AuthMissingKey} {
+			s := DefaultSuggestions(code, reason)
+			if len(s) == 0 {
+				t.Errorf("%s: no suggestion", code)
+			}
+			for _, line := range s {
+				if !strings.HasSuffix(line, ".") || line[0] < 'A' || line[0] > 'Z' {
+					t.Errorf("%s: not a sentence: %q", code, line)
+				}
+				for _, cmd := range []string{"`", "$ ", "$(", " | ", "sudo ", "docker run", "apt-get", "npm ", "export ", "&&"} {
+					if strings.Contains(line, cmd) {
+						t.Errorf("%s: looks like a shell command (%q): %q", code, cmd, line)
+					}
+				}
+			}
+		}
+	}
+	if DefaultSuggestions("NoSuchCode", "") != nil {
+		t.Error("suggestions for an unknown code")
+	}
+}

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +20,15 @@ import (
 //
 //	go test ./report -run '^$' -fuzz FuzzEncode -fuzztime 5m
 func FuzzEncode(f *testing.F) {
-	tenMB := huge("é€😀", 10<<20)
+	// The 10 MB seed runs in every go test; while fuzzing (-fuzz), where
+	// each input is also run coverage-instrumented and minimized, it is
+	// 256 KiB so the engine keeps its pace (a 10 MB input stalls it for
+	// seconds per mutation).
+	bigSize := 10 << 20
+	if fl := flag.Lookup("test.fuzz"); fl != nil && fl.Value.String() != "" {
+		bigSize = 256 << 10
+	}
+	tenMB := huge("é€😀", bigSize)
 	for _, seed := range []struct {
 		text, other, secret string
 		items, tools        int
@@ -28,7 +37,7 @@ func FuzzEncode(f *testing.F) {
 		{"Fixed the off-by-one in Sum.", "go test ./...", "abcdefgh", 3, 3, 0},
 		{ctl(40_000), "\x00\x1b[31m\x7f", "K3yK3yK3y", 40, 3000, 1},
 		{"\xff\xfe\xfd invalid", "\xc3\x28", "zzzzzzzzzz", 7, 33, 2},
-		{tenMB, tenMB[:1<<20], "Q9Q9Q9Q9Q9", 1, 1, 3},
+		{tenMB, tenMB[:len(tenMB)/10], "Q9Q9Q9Q9Q9", 1, 1, 3},
 		{strings.Repeat("s", SummaryCap-6) + "SECRETVALUE" + "tail", "x", "VALUE", 2, 2, 4},
 		{"\u2028\u2029<script>alert(1)</script>&amp;|`@user", "| a | b |\n```", "passw0rd1", 9, 9, 5},
 		{"", "", "", 0, 0, 6},
@@ -54,6 +63,15 @@ func FuzzEncode(f *testing.F) {
 			}
 			return other + sec // a secret at the end, straddling cuts
 		}
+		// Identifiers get at most 8 KiB of the input (cut anywhere, so
+		// invalid UTF-8 is likely), keeping a 10 MB input's run short.
+		small := func(i int) string {
+			s := mix(i)
+			if len(s) > 8<<10 {
+				s = s[:4<<10] + sec + s[len(s)-4<<10:]
+			}
+			return s
+		}
 		run := Run{
 			Check:           mix(0),
 			Passed:          flags&1 != 0,
@@ -62,13 +80,13 @@ func FuzzEncode(f *testing.F) {
 			HaltReason:      mix(2),
 			Summary:         mix(3),
 			Message:         mix(2),
-			Cause:           mix(1),
-			CauseFields:     map[string]any{mix(0): mix(2), "n": items, "list": []any{mix(3), items}},
+			Cause:           small(1),
+			CauseFields:     map[string]any{small(0): small(2), "n": items, "list": []any{small(3), items}},
 			Turns:           items * 3,
 			TurnsCompleted:  items,
 			Delegations:     tools % 7,
-			Agent:           &AgentInfo{Name: mix(0), Version: mix(1), SessionID: mix(2)},
-			ModelUsed:       mix(3),
+			Agent:           &AgentInfo{Name: small(0), Version: small(1), SessionID: small(2)},
+			ModelUsed:       small(3),
 			Usage:           &Usage{InputTokens: int64(tools) * 1000, OutputTokens: int64(items), CostUSD: float64(tools) / 7},
 			AllowTestEdits:  flags&64 != 0,
 			Elapsed:         time.Duration(tools) * time.Second,
@@ -94,33 +112,33 @@ func FuzzEncode(f *testing.F) {
 		for i := 0; i < items; i++ {
 			it := Iteration{N: i, Check: &CheckResult{ExitCode: i - 1, Passed: i%5 == 4, Seconds: float64(i) / 3, Tail: mix(i + 3), OutputBytes: int64(tools * i)}}
 			if i > 0 {
-				it.Agent = &AgentStep{Status: mix(i), Cause: mix(i + 1), Turns: i, Seconds: float64(tools) / float64(i)}
+				it.Agent = &AgentStep{Status: small(i), Cause: small(i + 1), Turns: i, Seconds: float64(tools) / float64(i)}
 			}
 			run.Iterations = append(run.Iterations, it)
 			run.UngroundedClaims = append(run.UngroundedClaims, Claim{Claim: mix(i), Kind: mix(i + 1), Reason: mix(i + 2)})
-			run.ModelsServed = append(run.ModelsServed, ModelServed{ModelID: mix(i), LocalLastResort: i%2 == 0})
+			run.ModelsServed = append(run.ModelsServed, ModelServed{ModelID: small(i), LocalLastResort: i%2 == 0})
 		}
 		red := NewRedactor(sec)
 		u := NewRollup().SetRedactor(red)
 		for i := 0; i < tools; i++ {
-			u.Add(Receipt{Tool: mix(i) + strconv.Itoa(i%50), OK: i%3 != 0, Brief: mix(i + 1), Via: mix(i + 2)})
+			u.Add(Receipt{Tool: small(i) + strconv.Itoa(i%50), OK: i%3 != 0, Brief: mix(i + 1), Via: small(i + 2)})
 		}
 		run.Receipts = u.Receipts()
 		if flags&8 != 0 { // a hand-built roll-up with too many keys
 			bt := map[string]int{}
 			for i := 0; i < tools; i++ {
-				bt[mix(i)+strconv.Itoa(i)] = i
+				bt[small(i)+strconv.Itoa(i)] = i
 			}
 			run.Receipts.ByTool = bt
 		}
 		if flags&32 != 0 {
-			run.Changes = &Changes{FilesChanged: items, Insertions: tools, Deletions: -items, CheckModified: flags&1 != 0, PatchSHA256: mix(1)}
+			run.Changes = &Changes{FilesChanged: items, Insertions: tools, Deletions: -items, CheckModified: flags&1 != 0, PatchSHA256: small(1)}
 			for i := 0; i < items; i++ {
-				run.Changes.RiskyPaths = append(run.Changes.RiskyPaths, mix(i))
+				run.Changes.RiskyPaths = append(run.Changes.RiskyPaths, small(i))
 			}
 		}
 		if flags&4 != 0 {
-			run.Judge = &Judge{Met: flags&1 != 0, Reason: mix(2), By: mix(1)}
+			run.Judge = &Judge{Met: flags&1 != 0, Reason: mix(2), By: small(1)}
 		}
 		if items%3 != 0 {
 			p := dockerPosture()
@@ -129,14 +147,14 @@ func FuzzEncode(f *testing.F) {
 				n := mix(3)
 				p.FallbackNotice = &n
 			}
-			p.Image, p.ImageDigest, p.Root, p.User, p.Seccomp, p.Runtime = mix(0), mix(1), mix(2), mix(3), mix(0), mix(1)
-			m := mix(2)
+			p.Image, p.ImageDigest, p.Root, p.User, p.Seccomp, p.Runtime = small(0), small(1), small(2), small(3), small(0), small(1)
+			m := small(2)
 			p.Mount = &m
 			for i := 0; i < items; i++ {
-				p.EgressAllowlist = append(p.EgressAllowlist, mix(i))
-				p.EgressDenials = append(p.EgressDenials, mix(i+1))
-				p.SecretsInSandbox = append(p.SecretsInSandbox, mix(i+2))
-				p.CapDrop = append(p.CapDrop, mix(i+3))
+				p.EgressAllowlist = append(p.EgressAllowlist, small(i))
+				p.EgressDenials = append(p.EgressDenials, small(i+1))
+				p.SecretsInSandbox = append(p.SecretsInSandbox, small(i+2))
+				p.CapDrop = append(p.CapDrop, small(i+3))
 			}
 			p.EgressDenied, p.PidsLimit = -items, int64(-tools)
 			run.Sandbox = p
