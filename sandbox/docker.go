@@ -594,7 +594,8 @@ func (d *Docker) hostConfig(netMode container.NetworkMode, mounts []mount.Mount)
 // workspaceMount is the workspace as the containers mount it.
 func (d *Docker) workspaceMount() mount.Mount {
 	if d.wsMode == WorkspaceCopy {
-		return mount.Mount{Type: mount.TypeVolume, Source: d.wsVolume, Target: DockerRoot}
+		// NoCopy: the image's own files at DockerRoot never enter the tree.
+		return mount.Mount{Type: mount.TypeVolume, Source: d.wsVolume, Target: DockerRoot, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}
 	}
 	return mount.Mount{Type: mount.TypeBind, Source: d.wsSource, Target: DockerRoot}
 }
@@ -638,6 +639,14 @@ func (d *Docker) createAgent(ctx context.Context) error {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: d.egress.hostDir, Target: egressDir, ReadOnly: true})
 	}
 
+	var chowned chan error
+	if d.wsMode == WorkspaceCopy {
+		// In parallel with creating the agent container: give the
+		// volume's root folder to the sandbox user.
+		chowned = make(chan error, 1)
+		go func() { chowned <- d.chownVolumeRoot(ctx) }()
+	}
+
 	cfg := &container.Config{
 		Image:      d.imageID,
 		Cmd:        d.relayCmd,
@@ -654,6 +663,9 @@ func (d *Docker) createAgent(ctx context.Context) error {
 	name := "goalrun-" + d.cfg.RunID + "-agent"
 	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil {
+		if chowned != nil {
+			<-chowned
+		}
 		return fmt.Errorf("sandbox: docker: creating the agent container from %s: %w", d.image, err)
 	}
 	d.agentID = resp.ID
@@ -665,7 +677,11 @@ func (d *Docker) createAgent(ctx context.Context) error {
 		}
 	}
 	if d.wsMode == WorkspaceCopy {
-		if err := d.copyIn(ctx); err != nil {
+		err := d.copyIn(ctx)
+		if cerr := <-chowned; err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -13,6 +14,18 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// What an earlier, killed test process left behind would collide with
+	// this run's fixed names: remove it first, as goalrun does at start-up.
+	if cli, err := sandbox.NewDockerClient(); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if _, err := cli.Ping(ctx); err == nil {
+			if _, err := sandbox.Reap(ctx, cli, time.Hour); err != nil {
+				fmt.Fprintln(os.Stderr, "reaping leftovers of earlier test runs:", err)
+			}
+		}
+		cancel()
+		cli.Close()
+	}
 	code := m.Run()
 	dockertest.Cleanup()
 	os.Exit(code)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/errdefs"
 )
@@ -74,7 +75,10 @@ func detectEngineView(ctx context.Context, cli DockerAPI, info system.Info, host
 // see p. writable requires a writable mount in the container case.
 func (v engineView) hostPath(p string, writable bool) (string, bool) {
 	if v.self == nil {
-		return p, v.local
+		if !v.local {
+			return "", false
+		}
+		return p, true
 	}
 	best := -1
 	for i, m := range v.self.Mounts {
@@ -143,6 +147,48 @@ func (d *Docker) copyIn(ctx context.Context) error {
 	pr.CloseWithError(err)
 	if err != nil {
 		return fmt.Errorf("sandbox: docker: copying the workspace %q into the sandbox: %w", d.cfg.Workspace, err)
+	}
+	return nil
+}
+
+// chownVolumeRoot gives the workspace volume's root folder to the sandbox
+// user. The Engine's archive API never changes the owner of the folder it
+// extracts into, and the sandbox's own root has no capabilities (a
+// privileged exec is refused: the bounding set is empty), so a throwaway
+// container does it: root with CAP_CHOWN only, no network, read-only root,
+// running the image's chown on that one folder.
+func (d *Docker) chownVolumeRoot(ctx context.Context) error {
+	hc := d.hostConfig(network.NetworkNone, []mount.Mount{d.workspaceMount()})
+	hc.CapAdd = []string{"CHOWN"}
+	cfg := &container.Config{
+		Image:      d.imageID,
+		Entrypoint: []string{},
+		Cmd:        []string{"chown", fmt.Sprintf("%d:%d", d.uid, d.gid), DockerRoot},
+		User:       "0:0",
+		Labels:     d.labels("chown"),
+	}
+	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: creating the container that prepares the workspace volume: %w", err)
+	}
+	defer func() {
+		cctx, cancel := bg(ctx)
+		defer cancel()
+		_ = d.cli.ContainerRemove(cctx, resp.ID, container.RemoveOptions{Force: true})
+	}()
+	waitC, errC := d.cli.ContainerWait(ctx, resp.ID, container.WaitConditionNextExit)
+	if err := d.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		return fmt.Errorf("sandbox: docker: preparing the workspace volume (the image needs chown): %w", err)
+	}
+	select {
+	case st := <-waitC:
+		if st.StatusCode != 0 {
+			return fmt.Errorf("sandbox: docker: preparing the workspace volume: chown %d:%d %s exited %d", d.uid, d.gid, DockerRoot, st.StatusCode)
+		}
+	case err := <-errC:
+		return fmt.Errorf("sandbox: docker: preparing the workspace volume: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	return nil
 }
@@ -318,6 +364,12 @@ func applyTar(root *os.Root, tr *tar.Reader) (map[string]bool, error) {
 			continue
 		}
 		name := filepath.FromSlash(rel)
+		if !parentsAreFolders(root, rel) {
+			// An entry "inside" a symlinked folder (which may point
+			// anywhere) is never written through; the link itself was.
+			// An entry whose folder the archive never made is malformed.
+			continue
+		}
 		perm := fs.FileMode(hdr.Mode).Perm()
 		existing, lerr := root.Lstat(name)
 		exists := lerr == nil
@@ -382,7 +434,10 @@ func applyTar(root *os.Root, tr *tar.Reader) (map[string]bool, error) {
 			}
 		case tar.TypeLink:
 			target, ok := archiveRel(hdr.Linkname)
-			if !ok || target == "" {
+			if !ok || target == "" || !seen[target] {
+				continue // only to a file this archive already wrote
+			}
+			if st, err := root.Lstat(filepath.FromSlash(target)); err != nil || !st.Mode().IsRegular() {
 				continue
 			}
 			seen[rel] = true
@@ -398,6 +453,19 @@ func applyTar(root *os.Root, tr *tar.Reader) (map[string]bool, error) {
 			// Devices, fifos and sockets never come back to the host.
 		}
 	}
+}
+
+// parentsAreFolders reports whether every folder above rel (inside root)
+// exists and is a real folder, not a symlink.
+func parentsAreFolders(root *os.Root, rel string) bool {
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		st, err := root.Lstat(filepath.FromSlash(strings.Join(parts[:i], "/")))
+		if err != nil || !st.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // writeFileIn creates name afresh (a new inode: a host hardlink sharing the

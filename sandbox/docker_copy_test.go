@@ -1,0 +1,188 @@
+package sandbox_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/goalrun/goalrun/sandbox"
+	"github.com/goalrun/goalrun/sandbox/dockertest"
+)
+
+// TCPEnv names the variable .ci/run sets to the Engine's loopback TCP
+// address (tcp://127.0.0.1:PORT) when it starts dockerd itself.
+const TCPEnv = "GOALRUN_DOCKER_TCP"
+
+// tcpEngine returns an Engine client that reaches the Engine over TCP on
+// loopback: GOALRUN_DOCKER_TCP when set, else a loopback TCP listener this
+// test runs in front of the Engine's Unix socket (so the client speaks real
+// HTTP over TCP either way, as it would to a remote Engine).
+func tcpEngine(t *testing.T) *client.Client {
+	t.Helper()
+	local := dockertest.Client(t) // skips or fails when no Engine answers
+	host := os.Getenv(TCPEnv)
+	if host == "" {
+		sock, ok := strings.CutPrefix(local.DaemonHost(), "unix://")
+		if !ok {
+			t.Fatalf("%s is not set and the Engine (%s) is not on a Unix socket to forward to", TCPEnv, local.DaemonHost())
+		}
+		host = forwardTCP(t, sock)
+	}
+	cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		t.Fatalf("the Engine does not answer over TCP at %s: %v", host, err)
+	}
+	return cli
+}
+
+// forwardTCP listens on 127.0.0.1 and carries each connection to the Unix
+// socket; it returns "tcp://127.0.0.1:PORT".
+func forwardTCP(t *testing.T, sock string) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				u, err := net.Dial("unix", sock)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				done := make(chan struct{})
+				go func() { io.Copy(u, c); u.(*net.UnixConn).CloseWrite(); close(done) }()
+				io.Copy(c, u)
+				c.(*net.TCPConn).CloseWrite() // the Engine ended the stream: so does the client's side
+				<-done
+			}()
+		}
+	}()
+	return "tcp://" + l.Addr().String()
+}
+
+// TestDockerRemoteEngineCopyMode is issue 7's remote-engine test: the
+// Engine is reached over TCP, the workspace goes in and out by copy
+// (forced), the posture says "copy", agent changes (edits, new files,
+// deletions, modes) reach the host right after the step, and the check sees
+// the current tree.
+func TestDockerRemoteEngineCopyMode(t *testing.T) {
+	cli := tcpEngine(t)
+	ws := t.TempDir() // owned by whoever runs the test (root on CI): copy gives the sandbox user its own files
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(ws, "sub", "deep"), 0o755))
+	must(os.WriteFile(filepath.Join(ws, "a.txt"), []byte("from the host\n"), 0o644))
+	must(os.WriteFile(filepath.Join(ws, "sub", "b.txt"), []byte("to be deleted\n"), 0o644))
+	must(os.WriteFile(filepath.Join(ws, "sub", "deep", "keep.txt"), []byte("untouched\n"), 0o644))
+	must(os.Symlink("a.txt", filepath.Join(ws, "link")))
+	keep, _ := os.Stat(filepath.Join(ws, "sub", "deep", "keep.txt"))
+
+	cfg := sandbox.Config{RunID: dockertest.RunID(t), Image: dockertest.Image(t, cli), Workspace: ws, WorkspaceMode: sandbox.WorkspaceCopy}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := sandbox.StartDocker(ctx, cli, cfg)
+	if err != nil {
+		t.Fatalf("StartDocker over TCP: %v", err)
+	}
+	defer sb.Close(context.Background())
+	if p := sb.Posture(); p.Workspace != sandbox.WorkspaceCopy || p.Root != sandbox.DockerRoot || p.User != "1000:1000" {
+		t.Errorf("posture workspace %q root %q user %q, want copy %s 1000:1000", p.Workspace, p.Root, p.User, sandbox.DockerRoot)
+	}
+
+	res := run(t, sb, sh(sandbox.RoleAgent, `set -e
+cat a.txt; readlink link; id -u; stat -c %u sub/deep/keep.txt
+echo "edited by the agent" > a.txt
+mkdir -p new/dir && echo created > new/dir/c.txt
+printf '#!/bin/sh\necho run\n' > tool.sh && chmod 755 tool.sh
+rm sub/b.txt`))
+	if res.ExitCode != 0 {
+		t.Fatalf("agent step exit %d: %s %s", res.ExitCode, res.Stdout.Tail, res.Stderr.Tail)
+	}
+	if got, want := string(res.Stdout.Tail), "from the host\na.txt\n1000\n1000\n"; got != want {
+		t.Errorf("inside the copy: %q, want %q", got, want)
+	}
+	for rel, want := range map[string]string{"a.txt": "edited by the agent\n", "new/dir/c.txt": "created\n", "tool.sh": "#!/bin/sh\necho run\n"} {
+		if b, err := os.ReadFile(filepath.Join(ws, rel)); err != nil || string(b) != want {
+			t.Errorf("host %s = %q, %v; want %q", rel, b, err, want)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(ws, "tool.sh")); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("tool.sh mode: %v %v", st, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "sub", "b.txt")); !os.IsNotExist(err) {
+		t.Errorf("sub/b.txt should be gone from the host: %v", err)
+	}
+	if st, _ := os.Stat(filepath.Join(ws, "sub", "deep", "keep.txt")); !os.SameFile(st, keep) {
+		t.Errorf("an unchanged file was rewritten on the host")
+	}
+	if target, err := os.Readlink(filepath.Join(ws, "link")); err != nil || target != "a.txt" {
+		t.Errorf("link = %q, %v", target, err)
+	}
+
+	chk := run(t, sb, sh(sandbox.RoleCheck, "cat new/dir/c.txt a.txt; ./tool.sh; test ! -e sub/b.txt"))
+	if chk.ExitCode != 0 || string(chk.Stdout.Tail) != "created\nedited by the agent\nrun\n" {
+		t.Errorf("check sees exit %d %q (stderr %q), want the current tree", chk.ExitCode, chk.Stdout.Tail, chk.Stderr.Tail)
+	}
+}
+
+// TestDockerAutoCopiesRootOwnedWorkspace: a workspace owned by root is
+// copied in auto mode (root is never the sandbox user), and bind refuses.
+func TestDockerAutoCopiesRootOwnedWorkspace(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs a root-owned workspace: the test runs as uid", os.Getuid())
+	}
+	cli := dockertest.Client(t)
+	ws := t.TempDir()
+	cfg := sandbox.Config{RunID: dockertest.RunID(t), Image: dockertest.Image(t, cli), Workspace: ws, WorkspaceMode: sandbox.WorkspaceBind}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if sb, err := sandbox.StartDocker(ctx, cli, cfg); err == nil {
+		sb.Close(ctx)
+		t.Fatal("bind mode started a sandbox on a root-owned workspace without Config.User")
+	} else if !strings.Contains(err.Error(), "belongs to root") {
+		t.Errorf("error should say why: %v", err)
+	}
+	cfg.WorkspaceMode = sandbox.WorkspaceAuto
+	sb, err := sandbox.StartDocker(ctx, cli, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	if p := sb.Posture(); p.Workspace != sandbox.WorkspaceCopy || p.User != "1000:1000" {
+		t.Errorf("auto on a root-owned workspace: workspace %q user %q, want copy 1000:1000", p.Workspace, p.User)
+	}
+	res := run(t, sb, sh(sandbox.RoleAgent, "echo hi > made-inside"))
+	if b, err := os.ReadFile(filepath.Join(ws, "made-inside")); res.ExitCode != 0 || string(b) != "hi\n" {
+		t.Errorf("exit %d, host file %q %v", res.ExitCode, b, err)
+	}
+}

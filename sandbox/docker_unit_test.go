@@ -1,0 +1,402 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+)
+
+func TestArchiveRel(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		ok             bool
+	}{
+		{"docker's base name", "workspace/a/b.go", "a/b.go", true},
+		{"dot base", "./a/b.go", "a/b.go", true},
+		{"root itself", "workspace", "", true},
+		{"root dot", ".", "", true},
+		{"root with slash", "workspace/", "", true},
+		{"plain", "a/b", "a/b", true},
+		{"dotdot climbs to nothing", "workspace/../../etc/passwd", "etc/passwd", true},
+		{"absolute is made relative", "/etc/passwd", "etc/passwd", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := archiveRel(tc.in)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("archiveRel(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// tarOf builds an archive the way the Engine returns /workspace/. contents.
+type entry struct {
+	name, body, link string
+	typ              byte
+	mode             int64
+}
+
+func tarOf(t *testing.T, entries ...entry) *tar.Reader {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		mode := e.mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: mode, Linkname: e.link, Size: int64(len(e.body)), ModTime: time.Unix(1700000000, 0)}
+		if e.typ != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			tw.Write([]byte(e.body))
+		}
+	}
+	tw.Close()
+	return tar.NewReader(&buf)
+}
+
+// TestApplyTarHostileTree feeds copy-out archives an agent could shape and
+// checks that nothing lands outside the workspace, no symlink is followed,
+// special bits are dropped and deleted files disappear.
+func TestApplyTarHostileTree(t *testing.T) {
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte("host secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	write := func(rel, body string) {
+		p := filepath.Join(ws, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("keep.txt", "unchanged\n")
+	write("edit.txt", "old\n")
+	write("deleted.txt", "bye\n")
+	write("gone/dir/file", "bye\n")
+	write("was-file-now-dir", "x")
+	// A host hardlink sharing an inode with a file outside the workspace:
+	// rewriting it must not write through to the outside file.
+	shared := filepath.Join(outside, "shared")
+	os.WriteFile(shared, []byte("outside original\n"), 0o644)
+	if err := os.Link(shared, filepath.Join(ws, "hardlinked")); err != nil {
+		t.Fatal(err)
+	}
+	keepInfo, _ := os.Stat(filepath.Join(ws, "keep.txt"))
+
+	tr := tarOf(t,
+		entry{name: "workspace/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "workspace/keep.txt", typ: tar.TypeReg, body: "unchanged\n"},
+		entry{name: "workspace/edit.txt", typ: tar.TypeReg, body: "new\n"},
+		entry{name: "workspace/setuid", typ: tar.TypeReg, body: "#!/bin/sh\n", mode: 0o4755},
+		entry{name: "workspace/hardlinked", typ: tar.TypeReg, body: "agent wrote\n"},
+		// A symlink to a host file, then a regular entry with the same
+		// name: the write must replace the link, not follow it.
+		entry{name: "workspace/escape", typ: tar.TypeSymlink, link: secret},
+		entry{name: "workspace/escape", typ: tar.TypeReg, body: "pwned\n"},
+		// A symlinked folder pointing out, then a file "inside" it.
+		entry{name: "workspace/outdir", typ: tar.TypeSymlink, link: outside},
+		entry{name: "workspace/outdir/planted", typ: tar.TypeReg, body: "pwned\n"},
+		// A symlink kept as a symlink (goalrun never follows it later).
+		entry{name: "workspace/passwd-link", typ: tar.TypeSymlink, link: "/etc/passwd"},
+		// Names that try to climb out.
+		entry{name: "workspace/../../../../" + strings.TrimPrefix(outside, "/") + "/climbed", typ: tar.TypeReg, body: "pwned\n"},
+		// A hardlink to a path outside the archive's tree.
+		entry{name: "workspace/hl", typ: tar.TypeLink, link: "/etc/passwd"},
+		entry{name: "workspace/was-file-now-dir/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "workspace/fifo", typ: tar.TypeFifo},
+		entry{name: "workspace/dev", typ: tar.TypeChar},
+	)
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	seen, err := applyTar(root, tr)
+	if err != nil {
+		// An error is acceptable for the hostile entries as long as
+		// nothing escaped; report it for visibility.
+		t.Logf("applyTar: %v", err)
+	}
+	if err := removeUnseen(root, seen); err != nil {
+		t.Logf("removeUnseen: %v", err)
+	}
+
+	if b, _ := os.ReadFile(secret); string(b) != "host secret\n" {
+		t.Errorf("the host file behind a symlink was written: %q", b)
+	}
+	if b, _ := os.ReadFile(shared); string(b) != "outside original\n" {
+		t.Errorf("a hardlinked outside file was written through: %q", b)
+	}
+	for _, p := range []string{filepath.Join(outside, "planted"), filepath.Join(outside, "climbed")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was created outside the workspace", p)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "edit.txt")); string(b) != "new\n" {
+		t.Errorf("edit.txt = %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "hardlinked")); string(b) != "agent wrote\n" {
+		t.Errorf("hardlinked = %q", b)
+	}
+	if st, err := os.Stat(filepath.Join(ws, "setuid")); err != nil || st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 {
+		t.Errorf("setuid file: %v %v (special bits must be dropped)", st, err)
+	}
+	if target, err := os.Readlink(filepath.Join(ws, "passwd-link")); err != nil || target != "/etc/passwd" {
+		t.Errorf("passwd-link = %q, %v; want the symlink kept as is", target, err)
+	}
+	if st, err := os.Lstat(filepath.Join(ws, "escape")); err != nil || !st.Mode().IsRegular() {
+		t.Errorf("escape should be a regular file now: %v %v", st, err)
+	}
+	for _, p := range []string{"deleted.txt", "gone", "fifo", "dev", "hl"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s should not exist after copy-out: %v", p, err)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(ws, "was-file-now-dir")); err != nil || !st.IsDir() {
+		t.Errorf("was-file-now-dir should be a folder: %v %v", st, err)
+	}
+	if st, _ := os.Stat(filepath.Join(ws, "keep.txt")); !os.SameFile(st, keepInfo) {
+		t.Errorf("an unchanged file was rewritten")
+	}
+}
+
+func TestTarTreeRoundTrip(t *testing.T) {
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "a", "b"), 0o750)
+	os.WriteFile(filepath.Join(src, "a", "b", "f"), []byte("hello"), 0o640)
+	os.WriteFile(filepath.Join(src, "x.sh"), []byte("#!/bin/sh\n"), 0o755)
+	os.Symlink("a/b/f", filepath.Join(src, "link"))
+	var buf bytes.Buffer
+	if err := tarTree(src, 1234, 5678, &buf); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&buf)
+	var got []string
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		if h.Uid != 1234 || h.Gid != 5678 {
+			t.Errorf("%s owned by %d:%d, want 1234:5678", h.Name, h.Uid, h.Gid)
+		}
+		got = append(got, fmt.Sprintf("%s %c %o %s", h.Name, h.Typeflag, h.Mode, h.Linkname))
+	}
+	want := []string{"./ 5 755 ", "a/ 5 750 ", "a/b/ 5 750 ", "a/b/f 0 640 ", "link 2 777 a/b/f", "x.sh 0 755 "}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	dst := t.TempDir()
+	root, _ := os.OpenRoot(dst)
+	defer root.Close()
+	tarTree(src, 0, 0, &buf)
+	if _, err := applyTar(root, tar.NewReader(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "link")); string(b) != "hello" {
+		t.Errorf("round trip lost content through the link: %q", b)
+	}
+}
+
+func TestParseLdd(t *testing.T) {
+	out := "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibtinfo.so.6 => /lib/x86_64-linux-gnu/libtinfo.so.6 (0x00007f79)\n" +
+		"\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f79)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f79)\n"
+	got, err := parseLdd(out)
+	want := []string{"/lib/x86_64-linux-gnu/libtinfo.so.6", "/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("parseLdd = %q, %v; want %q", got, err, want)
+	}
+	if _, err := parseLdd("\tlibfoo.so.1 => not found\n"); err == nil || !strings.Contains(err.Error(), "libfoo") {
+		t.Errorf("a missing library must be an error naming it, got %v", err)
+	}
+}
+
+func TestSecurityOpts(t *testing.T) {
+	engineDefault := []string{"name=seccomp,profile=default"}
+	tests := []struct {
+		name    string
+		opts    []string
+		engine  []string
+		nnp     bool
+		seccomp string
+	}{
+		{"our defaults", []string{"no-new-privileges"}, engineDefault, true, "default"},
+		{"colon form", []string{"no-new-privileges:true"}, engineDefault, true, "default"},
+		{"explicit false", []string{"no-new-privileges=false"}, engineDefault, false, "default"},
+		{"unconfined", []string{"seccomp=unconfined"}, engineDefault, false, "unconfined"},
+		{"custom profile", []string{`seccomp={"defaultAction":"SCMP_ACT_ERRNO"}`}, engineDefault, false, "custom"},
+		{"engine without seccomp", nil, []string{"name=apparmor"}, false, ""},
+		{"engine builtin", nil, []string{"name=seccomp,profile=builtin"}, false, "default"},
+		{"engine unconfined by default", nil, []string{"name=seccomp,profile=unconfined"}, false, "unconfined"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			nnp, sc := securityOpts(tc.opts, tc.engine)
+			if nnp != tc.nnp || sc != tc.seccomp {
+				t.Errorf("securityOpts = %v, %q; want %v, %q", nnp, sc, tc.nnp, tc.seccomp)
+			}
+		})
+	}
+}
+
+func TestOwnerState(t *testing.T) {
+	me := ownerLabel("thishost")
+	parts := strings.Split(me, "/")
+	tests := []struct {
+		name, owner string
+		want        ownerStatus
+	}{
+		{"this process", me, ownerAlive},
+		{"another host", "otherhost/" + parts[1] + "/" + parts[2], ownerUnknown},
+		{"reused pid", "thishost/" + parts[1] + "/1", ownerDead},
+		{"gone pid", "thishost/2147483646/12345", ownerDead},
+		{"malformed", "thishost/x/y", ownerUnknown},
+		{"empty", "", ownerUnknown},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ownerState(tc.owner, "thishost"); got != tc.want {
+				t.Errorf("ownerState(%q) = %v, want %v", tc.owner, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEngineViewHostPath(t *testing.T) {
+	self := &container.InspectResponse{Mounts: []container.MountPoint{
+		{Type: mount.TypeBind, Source: "/home/runner/work/repo/repo", Destination: "/github/workspace", RW: true},
+		{Type: mount.TypeBind, Source: "/home/runner/work/_temp/_github_home", Destination: "/github/home", RW: true},
+		{Type: mount.TypeBind, Source: "/opt/ro", Destination: "/ro", RW: false},
+		{Type: mount.TypeVolume, Name: "cache", Source: "/var/lib/docker/volumes/cache/_data", Destination: "/cache", RW: true},
+		{Type: mount.TypeTmpfs, Destination: "/tmp", RW: true},
+		{Type: mount.TypeBind, Source: "/var/run/docker.sock", Destination: "/var/run/docker.sock", RW: true},
+	}}
+	tests := []struct {
+		name     string
+		view     engineView
+		path     string
+		writable bool
+		want     string
+		ok       bool
+	}{
+		{"local engine", engineView{local: true}, "/src/ws", true, "/src/ws", true},
+		{"remote engine", engineView{}, "/src/ws", false, "", false},
+		{"workspace of a container action", engineView{self: self}, "/github/workspace", true, "/home/runner/work/repo/repo", true},
+		{"below a mount", engineView{self: self}, "/github/workspace/sub/dir", true, "/home/runner/work/repo/repo/sub/dir", true},
+		{"prefix is not a parent", engineView{self: self}, "/github/workspace2", true, "", false},
+		{"read-only mount for reading", engineView{self: self}, "/ro/go", false, "/opt/ro/go", true},
+		{"read-only mount refused for writing", engineView{self: self}, "/ro/go", true, "", false},
+		{"volume translates to its data path", engineView{self: self}, "/cache/x", true, "/var/lib/docker/volumes/cache/_data/x", true},
+		{"tmpfs cannot be shared", engineView{self: self}, "/tmp/goalrun-egress-1", true, "", false},
+		{"the image's own files", engineView{self: self}, "/usr/local/bin/goalrun", false, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.view.hostPath(tc.path, tc.writable)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("hostPath(%q) = %q, %v; want %q, %v", tc.path, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestStepWorkDirAndNotStarted(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		bad      bool
+	}{
+		{"", DockerRoot, false}, {".", DockerRoot, false}, {"a/b", DockerRoot + "/a/b", false},
+		{"..", "", true}, {"/etc", "", true}, {"a/../../b", "", true},
+	} {
+		got, err := stepWorkDir(tc.in)
+		if (err != nil) != tc.bad || got != tc.want || (tc.bad && !errors.Is(err, ErrNotStarted)) {
+			t.Errorf("stepWorkDir(%q) = %q, %v", tc.in, got, err)
+		}
+	}
+	out := func(s string) Output { return Output{Tail: []byte(s), Bytes: int64(len(s))} }
+	for _, tc := range []struct {
+		name string
+		res  Result
+		want bool
+	}{
+		{"sentinel", Result{ExitCode: 127, Stderr: out(notStartedPrefix + "nope\n")}, true},
+		{"program printed the same and more", Result{ExitCode: 127, Stderr: out("x\n" + notStartedPrefix + "nope\n")}, false},
+		{"sh: not found inside a script", Result{ExitCode: 127, Stderr: out("sh: foo: not found\n")}, false},
+		{"runtime refused", Result{ExitCode: 126, Stdout: out("OCI runtime exec failed: exec failed: exec: \"sh\": executable file not found in $PATH: unknown\r\n")}, true},
+		{"ordinary failure", Result{ExitCode: 1, Stderr: out(notStartedPrefix + "x\n")}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := errors.Is(notStarted(tc.res, "prog"), ErrNotStarted); got != tc.want {
+				t.Errorf("notStarted = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestImageFilesAndHash(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/busybox"); err != nil {
+		t.Skip("busybox-static not installed (/usr/bin/busybox): the image builder needs it")
+	}
+	spec := ImageSpec{Files: map[string]string{"/opt/x/hello": writeTemp(t, "hello")}}
+	files, err := imageFiles(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]imageFile{}
+	for _, f := range files {
+		names[f.name] = f
+	}
+	for _, want := range []string{"/bin/busybox", "/bin/sh", "/bin/ls", "/usr/bin/env", "/etc/passwd", "/etc/group", "/tmp", "/opt", "/opt/x", "/opt/x/hello", DockerRoot, DockerHome} {
+		if _, ok := names[want]; !ok {
+			t.Errorf("image lacks %s", want)
+		}
+	}
+	if !strings.Contains(string(names["/etc/passwd"].data), "sandbox:x:1000:1000:") {
+		t.Errorf("passwd lacks the uid 1000 user: %q", names["/etc/passwd"].data)
+	}
+	if names["/tmp"].mode != 0o1777 {
+		t.Errorf("/tmp mode %o", names["/tmp"].mode)
+	}
+	if !sort.SliceIsSorted(files, func(i, j int) bool { return files[i].name < files[j].name }) {
+		t.Error("files are not in a stable order")
+	}
+	h1, _ := hashImage(files, imageDockerfile(spec))
+	h2, _ := hashImage(files, imageDockerfile(spec))
+	spec.UID = 1001
+	files2, _ := imageFiles(spec)
+	h3, _ := hashImage(files2, imageDockerfile(spec))
+	if h1 != h2 || h1 == h3 {
+		t.Errorf("hash must be stable and follow the content: %s %s %s", h1, h2, h3)
+	}
+	if _, err := imageFiles(ImageSpec{Busybox: "/nonexistent/busybox"}); err == nil || !strings.Contains(err.Error(), "busybox-static") {
+		t.Errorf("a missing busybox must suggest busybox-static: %v", err)
+	}
+}
+
+func writeTemp(t *testing.T, body string) string {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
