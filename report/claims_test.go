@@ -183,3 +183,15 @@ func TestClaimsExtractionRules(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimsHugeMessage: a runaway final message is analysed in bounded
+// time (its last claimsTextMax bytes) and still yields its closing claim.
+func TestClaimsHugeMessage(t *testing.T) {
+	huge := strings.Repeat("and then I edited the thing and fixed more and changed it ", 200000) + ". All tests pass."
+	ev := NewEvidence()
+	ev.SetCheck("go test ./...", true, false, 1)
+	claims := ev.Claims(huge)
+	if len(claims) == 0 || claims[0].Kind != ClaimTestsPass {
+		t.Fatalf("claims = %+v", claims)
+	}
+}

@@ -62,8 +62,24 @@ type unitText struct {
 	item bool
 }
 
+// claimsTextMax bounds the prose analysed: the last 64 KiB of a final
+// message (where an agent states its outcome), so a hostile or runaway
+// message costs bounded time.
+const claimsTextMax = 64 << 10
+
+// sentenceTokensMax bounds one sentence's tokens; a longer run of words
+// without a full stop is analysed in pieces of this size.
+const sentenceTokensMax = 256
+
 // extractClaims returns the claims of text in order.
 func extractClaims(text string) []rawClaim {
+	if len(text) > claimsTextMax {
+		cut := len(text) - claimsTextMax
+		for cut < len(text) && !utf8.RuneStart(text[cut]) {
+			cut++
+		}
+		text = text[cut:]
+	}
 	var out []rawClaim
 	pos := 0
 	for _, u := range splitUnits(text) {
@@ -525,15 +541,20 @@ func analyseUnit(u unitText, pos *int) []rawClaim {
 			continue
 		}
 		toks := tokenize(s)
-		if len(toks) == 0 {
-			continue
-		}
-		a := &analysis{toks: toks, m: m, unit: u, first: si == 0}
-		a.keyFile()
-		for _, c := range a.claims() {
-			c.excerpt = m.restore(s)
-			c.pos = *pos
-			out = append(out, c)
+		excerpt := ""
+		for part := 0; len(toks) > 0; part++ {
+			chunk := toks[:min(len(toks), sentenceTokensMax)]
+			toks = toks[len(chunk):]
+			a := &analysis{toks: chunk, m: m, unit: u, first: si == 0 && part == 0}
+			a.keyFile()
+			for _, c := range a.claims() {
+				if excerpt == "" {
+					excerpt = m.restore(s) // once per sentence, shared by its claims
+				}
+				c.excerpt = excerpt
+				c.pos = *pos
+				out = append(out, c)
+			}
 		}
 	}
 	return out
