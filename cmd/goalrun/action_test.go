@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -522,4 +524,69 @@ func TestActionNoFileCommands(t *testing.T) {
 	if !strings.Contains(out.String(), "GITHUB_EVENT_NAME is not set") || !strings.Contains(out.String(), "::warning::GITHUB_OUTPUT is not set") {
 		t.Errorf("stdout:\n%s", out.String())
 	}
+}
+
+// TestActionSIGTERM: a run interrupted by SIGTERM (a cancelled workflow)
+// never leaves its check run in_progress: it completes as cancelled, and
+// goalrun exits 130.
+func TestActionSIGTERM(t *testing.T) {
+	srv := githubtest.NewServer(t, "octo-org/demo")
+	head := seedDemo(t, srv)
+	srv.AddIssue(17)
+	r := newRunner(t, srv, "pull_request", "pull_request.opened.json", setHead(head),
+		map[string]string{"agent": "command", "agent-bin": "sleep 60", "until": "exit 1", "sandbox": "local", "prompt": "wait"})
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goalrunBin, "action")
+	cmd.Dir = r.workspace
+	cmd.Env = baseEnv()
+	for k, v := range r.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the agent turn is running (the check run says so), then
+	// cancel the way the runner does.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		runs := srv.CheckRuns()
+		if len(runs) == 1 && containsTitle(runs[0].Titles, "iteration 0/5: check failing") {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("the run never reached its first agent turn:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	sent := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit: %v, want %d\n%s", err, exitInterrupted, out.String())
+	}
+	t.Logf("goalrun action ended %.1fs after SIGTERM", time.Since(sent).Seconds())
+	run := srv.CheckRuns()[0]
+	if run.Status != "completed" || run.Conclusion != "cancelled" {
+		t.Errorf("check run %s/%s after SIGTERM, want completed/cancelled", run.Status, run.Conclusion)
+	}
+	if o := r.outputs(); o["status"] != "cancelled" || o["conclusion"] != "cancelled" {
+		t.Errorf("outputs = %v", o)
+	}
+}
+
+func containsTitle(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
