@@ -165,6 +165,10 @@ func TestClaimsExtractionRules(t *testing.T) {
 		{"other actor", "The CI pipeline deployed it to staging.", nil},
 		{"zero failures", "0 failures.", []string{"tests_pass"}},
 		{"partial", "Most tests pass now.", nil},
+		{"bold items", "1. **Fixed the bug in `calc.go`**: Sum adds.\n2. **Ran the test suite** - all tests pass ✅",
+			[]string{"edited_file:calc.go", "ran_tests", "tests_pass"}},
+		{"italic", "*Committed* the change.", []string{"committed"}},
+		{"runs successfully", "The test suite runs successfully.", []string{"tests_pass"}},
 		{"advice heading", "## Next steps\n- Commit the change\n- Pushed? not yet", nil},
 	}
 	for _, c := range cases {

@@ -372,8 +372,14 @@ func tokenize(s string) []token {
 		for len(w) > 0 && strings.ContainsRune(".!?'", rune(w[len(w)-1])) {
 			w = w[:len(w)-1]
 		}
-		for len(w) > 0 && w[0] == '\'' {
+		for len(w) > 0 && (w[0] == '\'' || w[0] == '*' || w[0] == '~') { // quotes, **bold**, *italic*, ~~strike~~
 			w = w[1:]
+		}
+		for len(w) > 0 && (w[len(w)-1] == '*' || w[len(w)-1] == '~') {
+			w = w[:len(w)-1]
+		}
+		for len(w) > 0 && strings.ContainsRune(".!?'", rune(w[len(w)-1])) {
+			w = w[:len(w)-1]
 		}
 		if w == "" {
 			return
@@ -500,6 +506,9 @@ var triggers = map[string]int{
 	"pass":      tPass, "passes": tPass, "passed": tPass, "passing": tPass, "green": tPass, "succeed": tPass,
 	"succeeds": tPass, "succeeded": tPass,
 }
+
+// runsVerbs before "successfully" make it a pass word.
+var runsVerbs = setOf("runs", "run", "ran", "completes", "completed", "executes", "executed", "finishes", "finished", "passes", "passed")
 
 // needAux are participle-only or base forms that are claims only after an
 // auxiliary ("have run", "was written").
@@ -718,6 +727,9 @@ func (a *analysis) claims() []rawClaim {
 		class, ok := triggers[t.w]
 		if ok && needAux[t.w] && !a.hasAux(i) {
 			ok = false
+		}
+		if t.w == "successfully" && i > a.start && runsVerbs[toks[i-1].w] {
+			class, ok = tPass, true // "the test suite runs successfully"
 		}
 		if t.w == "running" && !(i > 0 && (toks[i-1].w == "by" || toks[i-1].w == "after")) {
 			ok = false
