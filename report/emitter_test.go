@@ -39,7 +39,7 @@ func scriptedRun(e *Emitter) Document {
 func TestJSONLSink(t *testing.T) {
 	var out bytes.Buffer
 	e := NewEmitter(NewJSONLSink(&out), nil, fakeClock(1500*time.Millisecond))
-	scriptedRun(e)
+	validate(t, Encode(scriptedRun(e)))
 	lines := append([]byte(nil), out.Bytes()...)
 	sc := bufio.NewScanner(bytes.NewReader(lines))
 	n, terminal := 0, 0
@@ -139,9 +139,9 @@ func TestEmitterTerminal(t *testing.T) {
 	if e.Finished() {
 		t.Fatal("finished before Finish")
 	}
-	Finish(notMetRun(), e)
+	validate(t, Encode(Finish(notMetRun(), e)))
 	e.Emit(EventText, PhaseReasoning, "late", nil)
-	Finish(passedRun(), e)
+	validate(t, Encode(Finish(passedRun(), e)))
 	evs := rec.all()
 	if len(evs) != 1 || evs[0].Type != EventCompleted || !e.Finished() {
 		t.Fatalf("events after Finish: %+v", evs)

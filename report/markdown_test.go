@@ -174,6 +174,7 @@ func TestHeadline(t *testing.T) {
 		{"startup", StartupError(ErrBadInput, "bad flag"), "error BadInput · bad flag · conclusion failure"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			validate(t, Encode(tc.doc))
 			if got := Headline(tc.doc); got != tc.want {
 				t.Errorf("Headline = %q\nwant       %q", got, tc.want)
 			}
