@@ -345,6 +345,9 @@ func progressText(ev Event) string {
 		}
 	case EventSandboxReady:
 		b.WriteString("sandbox   ready")
+		if m := str(d, "mode"); m != "" {
+			b.WriteString("  " + m)
+		}
 		if id := str(d, "container_id"); id != "" {
 			b.WriteString("  " + id)
 		}
@@ -352,10 +355,21 @@ func progressText(ev Event) string {
 			b.WriteString("  " + dg)
 		}
 		writeSeconds(&b, d)
+		if n := str(d, "fallback_notice"); n != "" {
+			b.WriteString("  WARNING: " + n)
+		}
 	case EventCheckStarted:
 		return ""
 	case EventCheckFinished:
-		fmt.Fprintf(&b, "check #%d  %s  exit %d", num(d, "iteration"), str(d, "command"), num(d, "exit_code"))
+		fmt.Fprintf(&b, "check #%d  %s  ", num(d, "iteration"), str(d, "command"))
+		if e := str(d, "error"); e != "" {
+			b.WriteString("could not run: " + e)
+		} else {
+			fmt.Fprintf(&b, "exit %d", num(d, "exit_code"))
+		}
+		if v, _ := d["timed_out"].(bool); v {
+			b.WriteString(" (timed out)")
+		}
 		writeSeconds(&b, d)
 	case EventAgentStarted:
 		fmt.Fprintf(&b, "agent #%d  started", num(d, "iteration"))

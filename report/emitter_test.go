@@ -18,6 +18,7 @@ func scriptedRun(e *Emitter) Document {
 		"goal": "Fix the failing test in calc", "agent": "claude", "model": "claude-sonnet-4-5", "sandbox": dockerPosture(),
 	})
 	e.Emit(EventSandboxReady, PhaseSandbox, "sandbox ready", map[string]any{"container_id": "3f2a9c1b7d4e", "image_digest": "sha256:6f1c0a4e8d1b", "seconds": 1.2})
+	e.Emit(EventSandboxReady, PhaseSandbox, "sandbox ready: local", map[string]any{"mode": "local", "seconds": 0.01, "fallback_notice": "no Docker Engine answered; running on the local host"})
 	e.Emit(EventCheckStarted, PhaseVerifying, "check #0", map[string]any{"iteration": 0, "command": "go test ./..."})
 	e.Emit(EventCheckFinished, PhaseVerifying, "check #0 failed", map[string]any{"iteration": 0, "command": "go test ./...", "exit_code": 1, "seconds": 2.1})
 	e.Emit(EventAgentStarted, PhaseActing, "agent turn 1", map[string]any{"iteration": 1})
@@ -28,6 +29,8 @@ func scriptedRun(e *Emitter) Document {
 	e.Emit(EventToolResult, PhaseActing, "", map[string]any{"call_id": "toolu_01", "sequence": 1, "tool": "Read", "ok": true})
 	e.Emit(EventToolCalled, PhaseActing, "", map[string]any{"call_id": "toolu_02", "sequence": 2, "tool": "Bash", "brief": "go test ./..."})
 	e.Emit(EventToolFailed, PhaseActing, "", map[string]any{"call_id": "toolu_02", "sequence": 2, "tool": "Bash", "ok": false})
+	e.Emit(EventCheckFinished, PhaseVerifying, "check timed out", map[string]any{"iteration": 1, "command": "go test ./...", "exit_code": 137, "seconds": 900.0, "timed_out": true})
+	e.Emit(EventCheckFinished, PhaseVerifying, "check could not run", map[string]any{"iteration": 1, "command": "go test ./...", "exit_code": -1, "seconds": 0.0, "error": "sandbox: closed"})
 	e.Emit(EventCheckFinished, PhaseVerifying, "check #1 passed", map[string]any{"iteration": 1, "command": "go test ./...", "exit_code": 0, "seconds": 2.2})
 	e.Emit(EventGoalEvaluated, PhaseVerifying, "the check exited 0", map[string]any{"iteration": 1, "met": true, "grounded": true})
 	run := passedRun()
@@ -73,8 +76,8 @@ func TestJSONLSink(t *testing.T) {
 		}
 		last = m
 	}
-	if n != 15 || terminal != 1 || last["type"] != EventCompleted {
-		t.Errorf("%d lines, %d terminal, last %v; want 15 lines ending in exactly one completed", n, terminal, last["type"])
+	if n != 18 || terminal != 1 || last["type"] != EventCompleted {
+		t.Errorf("%d lines, %d terminal, last %v; want 18 lines ending in exactly one completed", n, terminal, last["type"])
 	}
 	golden(t, "events/run.jsonl", lines)
 }
