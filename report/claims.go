@@ -456,26 +456,35 @@ var (
 	reDeploy  = regexp.MustCompile(`(?i)\b(kubectl\s+(apply|rollout|set\s+image|create)\b|helm\s+(install|upgrade)\b|terraform\s+apply\b|pulumi\s+up\b|(fly|flyctl)\s+deploy\b|vercel\b.*--prod|vercel\s+deploy\b|netlify\s+deploy\b|firebase\s+deploy\b|gcloud\b.*\bdeploy\b|aws\b.*\bdeploy\b|(serverless|sls)\s+deploy\b|(npm|yarn|pnpm)\s+run\s+deploy\b|make\s+deploy\b|git\s+push\s+heroku\b|(cdk|sam|eb)\s+deploy\b|wrangler\s+(deploy|publish)\b|ansible-playbook\b|docker\s+push\b)`)
 )
 
+// opMatchers pair each operation's regular expression with words one of
+// which every match contains: a cheap filter that spares most command lines
+// the regular expressions.
+var opMatchers = []struct {
+	op    string
+	words []string
+	re    *regexp.Regexp
+}{
+	{opTest, []string{"test", "tox", "nox", "jest", "mocha", "check", "verify", "rspec", "npm t"}, reTestCmd},
+	{opCommit, []string{"commit"}, reCommit},
+	{opPush, []string{"push"}, rePush},
+	{opPR, []string{"pr create", "pull-request", "mr create"}, rePR},
+	{opInstall, []string{"install", "add", "yarn", "get", "bundle", "sync", "require", "npm ci", "npm i"}, reInstall},
+	{opDeploy, []string{"deploy", "apply", "rollout", "set image", "create", "helm", "up", "vercel", "publish", "ansible", "docker push"}, reDeploy},
+}
+
 // commandOps returns what a shell command line does, by its words.
 func commandOps(cmd string) map[string]bool {
 	ops := map[string]bool{}
-	if reTestCmd.MatchString(cmd) {
-		ops[opTest] = true
-	}
-	if reCommit.MatchString(cmd) {
-		ops[opCommit] = true
-	}
-	if rePush.MatchString(cmd) {
-		ops[opPush] = true
-	}
-	if rePR.MatchString(cmd) {
-		ops[opPR] = true
-	}
-	if reInstall.MatchString(cmd) {
-		ops[opInstall] = true
-	}
-	if reDeploy.MatchString(cmd) {
-		ops[opDeploy] = true
+	lower := strings.ToLower(cmd)
+	for _, m := range opMatchers {
+		for _, w := range m.words {
+			if strings.Contains(lower, w) {
+				if m.re.MatchString(cmd) {
+					ops[m.op] = true
+				}
+				break
+			}
+		}
 	}
 	return ops
 }
