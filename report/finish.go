@@ -30,8 +30,9 @@ type Run struct {
 	// IterationsTaken is goal.iterations: the number of agent turns taken
 	// (0: the check already passed and the agent never ran).
 	IterationsTaken int
-	// Halt is one of the Halt* values, "" when the goal passed (or, for a
-	// failure, when no halt applies). HaltReason says why in one sentence.
+	// Halt is one of the Halt* values (the schema allows no others), ""
+	// when the goal passed (or, for a failure, when no halt applies).
+	// HaltReason says why in one sentence.
 	Halt, HaltReason string
 
 	// Iterations are the loop's iterations in order (iteration 0 is the
@@ -49,7 +50,8 @@ type Run struct {
 	// "failure" block ({"cause": Cause, …CauseFields}); Suggestions are plain
 	// sentences (no shell commands), defaulted from the code when nil.
 	// AuthReason is AuthInvalidKey, AuthExpired or AuthMissingKey for
-	// auth_required.
+	// auth_required ("" or another value reads as AuthInvalidKey: the API
+	// refused the key it was given).
 	Error       string
 	Message     string
 	Cause       string
@@ -139,8 +141,9 @@ func Finish(run Run, e *Emitter) Document {
 			d.Error = ErrCancelled
 		case StatusAuthRequired:
 			d.Error = ErrAuthRequired
-			d.Reason = run.AuthReason
-			if d.Reason == "" {
+			switch d.Reason = run.AuthReason; d.Reason {
+			case AuthInvalidKey, AuthExpired, AuthMissingKey:
+			default: // the API refused the key it was given
 				d.Reason = AuthInvalidKey
 			}
 		}
@@ -151,6 +154,9 @@ func Finish(run Run, e *Emitter) Document {
 		d.Suggestions = run.Suggestions
 		if d.Suggestions == nil {
 			d.Suggestions = DefaultSuggestions(d.Error, d.Reason)
+		}
+		if d.Suggestions == nil {
+			d.Suggestions = []string{}
 		}
 		cause := run.Cause
 		if cause == "" {

@@ -179,6 +179,10 @@ func TestFinishStatus(t *testing.T) {
 		{"auth reason means auth_required", func(r *Run) { r.Passed = false; r.AuthReason = AuthMissingKey }, StatusAuthRequired, ConclusionActionRequired, HaltAuthRequired, ErrAuthRequired},
 		{"sandbox failed", func(r *Run) { r.Passed = false; r.Error = ErrSandboxFailed; r.Sandbox = nil }, StatusError, ConclusionFailure, "", ErrSandboxFailed},
 		{"local fallback", func(r *Run) { r.Sandbox = localPosture() }, StatusSuccess, ConclusionSuccess, "", ""},
+		{"unknown error code still has suggestions", func(r *Run) { r.Passed = false; r.Error = "SomethingNew" }, StatusError, ConclusionFailure, "", "SomethingNew"},
+		{"unknown auth reason", func(r *Run) { r.Passed = false; r.Error = ErrAuthRequired; r.AuthReason = "teapot" }, StatusAuthRequired, ConclusionActionRequired, HaltAuthRequired, ErrAuthRequired},
+		{"nothing known but cancelled", func(r *Run) { *r = Run{Cancelled: true} }, StatusCancelled, ConclusionCancelled, HaltInterrupted, ErrCancelled},
+		{"nothing known but an error", func(r *Run) { *r = Run{Error: ErrSandboxUnavailable} }, StatusError, ConclusionFailure, "", ErrSandboxUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := passedRun()
