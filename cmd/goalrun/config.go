@@ -6,19 +6,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
+	"github.com/goalrun/goalrun/sandbox/egress"
 )
 
 // Defaults of the run settings (architecture.md, "Command line").
@@ -38,9 +38,6 @@ const (
 	maxIterationsLimit = 1000
 )
 
-// knownAgents are the --agent values (architecture.md), in documented order.
-var knownAgents = []string{"claude", "codex", "gemini", "car", "deepcode", "command"}
-
 // sandboxModes are the --sandbox values.
 var sandboxModes = []string{"docker", "auto", "local"}
 
@@ -55,6 +52,7 @@ type settings struct {
 	agentArgs                   []string
 	prompt, promptFile          string
 	maxIterations, maxTurns     int
+	noProgressTurns             int
 	timeout, stepTimeout        time.Duration
 	maxCostUSD                  float64
 	maxTokens                   int64
@@ -86,6 +84,7 @@ var fields = []field{
 	{"prompt-file", func(d, s *settings) { d.promptFile = s.promptFile }},
 	{"max-iterations", func(d, s *settings) { d.maxIterations = s.maxIterations }},
 	{"max-turns", func(d, s *settings) { d.maxTurns = s.maxTurns }},
+	{"no-progress-turns", func(d, s *settings) { d.noProgressTurns = s.noProgressTurns }},
 	{"timeout", func(d, s *settings) { d.timeout = s.timeout }},
 	{"step-timeout", func(d, s *settings) { d.stepTimeout = s.stepTimeout }},
 	{"max-cost-usd", func(d, s *settings) { d.maxCostUSD = s.maxCostUSD }},
@@ -133,7 +132,7 @@ func newFlagSet(s *settings, configFile *string) *flag.FlagSet {
 	fs.StringVar(&s.until, "until", "", "the deterministic check, run with sh -c in the sandbox; exit 0 = goal met")
 	fs.StringVar(&s.inferUntil, "infer-until", "", "no check: a judge decides from this text (every pass is ungrounded)")
 	fs.StringVar(&s.judgeCmd, "judge-cmd", "", "a command that judges the goal by its exit code (with --infer-until)")
-	fs.StringVar(&s.agent, "agent", defaultAgent, "the agent: "+strings.Join(knownAgents, ", "))
+	fs.StringVar(&s.agent, "agent", defaultAgent, "the agent: "+strings.Join(agent.Names(), ", "))
 	fs.StringVar(&s.agentBin, "agent-bin", "", "the agent executable (for command: the shell command run each turn)")
 	fs.Var(listFlag{&s.agentArgs}, "agent-arg", "an extra argument for the agent (repeatable)")
 	fs.StringVar(&s.model, "model", "", "the model to ask the agent for")
@@ -141,6 +140,7 @@ func newFlagSet(s *settings, configFile *string) *flag.FlagSet {
 	fs.StringVar(&s.promptFile, "prompt-file", "", "read the task from this file")
 	fs.IntVar(&s.maxIterations, "max-iterations", defaultMaxIterations, "agent turns at most")
 	fs.IntVar(&s.maxTurns, "max-turns", 0, "the agent's own turns per invocation (agents that support it)")
+	fs.IntVar(&s.noProgressTurns, "no-progress-turns", 0, "halt after this many turns with the same check failure and an unchanged workspace (0 = 2; negative = never)")
 	fs.DurationVar(&s.timeout, "timeout", defaultTimeout, "the whole run's wall clock")
 	fs.DurationVar(&s.stepTimeout, "step-timeout", defaultStepTimeout, "one agent turn or one check")
 	fs.Float64Var(&s.maxCostUSD, "max-cost-usd", 0, "stop when the reported cost exceeds this many US dollars")
@@ -173,6 +173,7 @@ type fileConfig struct {
 	PromptFile     *string     `yaml:"prompt-file"`
 	MaxIterations  *int        `yaml:"max-iterations"`
 	MaxTurns       *int        `yaml:"max-turns"`
+	NoProgress     *int        `yaml:"no-progress-turns"`
 	Timeout        *string     `yaml:"timeout"`
 	StepTimeout    *string     `yaml:"step-timeout"`
 	MaxCostUSD     *float64    `yaml:"max-cost-usd"`
@@ -318,6 +319,9 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	if fc.MaxTurns != nil {
 		s.maxTurns = *fc.MaxTurns
 	}
+	if fc.NoProgress != nil {
+		s.noProgressTurns = *fc.NoProgress
+	}
 	if fc.MaxCostUSD != nil {
 		s.maxCostUSD = *fc.MaxCostUSD
 	}
@@ -440,10 +444,13 @@ type runConfig struct {
 	net sandbox.Network
 	// configFile is the YAML file used ("" for none).
 	configFile string
-	// secrets are the secret values found in the environment (for the
-	// Redactor); agentSecrets those passed into agent steps by name.
-	secrets      map[string]string
-	agentSecrets map[string]string
+	// secrets are the secret values found in the environment, by name (all
+	// of them go to the Redactor; none is passed into a step by name).
+	secrets map[string]string
+	// spec is the agent's Spec; upstreams its model API with the real key
+	// (none when the key is not in the environment).
+	spec      agent.Spec
+	upstreams []sandbox.Upstream
 }
 
 // secretEnv names the environment variables whose values are secrets:
@@ -609,9 +616,9 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 	}
 
 	// The agent.
-	if !contains(knownAgents, cfg.agent) {
+	if !contains(agent.Names(), cfg.agent) {
 		return &startupError{code: report.ErrAgentNotFound,
-			message:     fmt.Sprintf("%s: unknown agent %q; known agents: %s", src("agent"), cfg.agent, strings.Join(knownAgents, ", ")),
+			message:     fmt.Sprintf("%s: unknown agent %q; known agents: %s", src("agent"), cfg.agent, strings.Join(agent.Names(), ", ")),
 			suggestions: []string{"Choose one of the known agents, or run any program with the command agent and agent-bin."}}
 	}
 	if cfg.agent == "command" && strings.TrimSpace(cfg.agentBin) == "" {
@@ -674,10 +681,12 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 			return badInput("%s applies to the Docker sandbox; --sandbox local works in the workdir itself", src("workspace"))
 		}
 	}
-	for _, h := range cfg.allowHosts {
-		if err := checkHostPort(h); err != nil {
+	for i, h := range cfg.allowHosts {
+		norm, err := egress.ParseAllowEntry(h)
+		if err != nil {
 			return badInput("%s %q: %v", src("allow-host"), h, err)
 		}
+		cfg.allowHosts[i] = norm
 	}
 	if len(cfg.allowHosts) > 0 && cfg.net != sandbox.NetworkEgress {
 		return badInput("%s only applies to --network egress (the network is %s)", src("allow-host"), cfg.net)
@@ -697,14 +706,26 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 	}
 	cfg.dir = wd
 
-	// Secrets from the environment.
+	// Secrets from the environment: all of them are redacted; the agent's
+	// own model API key is served to it as an upstream (in egress mode the
+	// proxy adds it and the sandbox holds a dummy key).
 	cfg.secrets = map[string]string{}
 	for _, k := range secretEnv {
 		if v, ok := env(k); ok && v != "" {
 			cfg.secrets[k] = v
 		}
 	}
-	cfg.agentSecrets = map[string]string{}
+	spec, err := agent.SpecOf(cfg.agent)
+	if err != nil {
+		return &startupError{code: report.ErrAgentNotFound, message: err.Error()}
+	}
+	cfg.spec = spec
+	if k := spec.API.KeyEnv; k != "" {
+		if v, ok := env(k); ok && v != "" {
+			cfg.secrets[k] = v
+			cfg.upstreams = []sandbox.Upstream{spec.API.Upstream(v)}
+		}
+	}
 	return nil
 }
 
@@ -714,28 +735,6 @@ func networkNames() []string {
 		out[i] = string(n)
 	}
 	return out
-}
-
-// checkHostPort validates an allowlist entry: HOST or HOST:PORT, a DNS name
-// (no scheme, no path), port 1..65535.
-func checkHostPort(s string) error {
-	if strings.Contains(s, "://") || strings.ContainsAny(s, "/ \t") {
-		return errors.New("give a host name with an optional port, without scheme or path, like api.example.com:443")
-	}
-	host, port := s, ""
-	if h, p, err := net.SplitHostPort(s); err == nil {
-		host, port = h, p
-	}
-	if host == "" {
-		return errors.New("the host is empty")
-	}
-	if port != "" {
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("port %q must be a number from 1 to 65535", port)
-		}
-	}
-	return nil
 }
 
 // readCapped reads a file of at most max bytes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -96,7 +97,7 @@ func TestParseRunArgs(t *testing.T) {
 			}
 		}},
 		{"repeatable flags", []string{"--until", "x", "--agent-arg", "a", "--agent-arg", "b c", "--allow-host", "h:8443", "--allow-host", "g"}, func(t *testing.T, c runConfig) {
-			if !reflect.DeepEqual(c.agentArgs, []string{"a", "b c"}) || !reflect.DeepEqual(c.allowHosts, []string{"h:8443", "g"}) {
+			if !reflect.DeepEqual(c.agentArgs, []string{"a", "b c"}) || !reflect.DeepEqual(c.allowHosts, []string{"h:8443", "g:443"}) {
 				t.Errorf("agent args %q allow hosts %q", c.agentArgs, c.allowHosts)
 			}
 		}},
@@ -244,7 +245,12 @@ func TestSandboxSelection(t *testing.T) {
 		gotCfg = cfg
 		return sandbox.StartLocal(ctx, cfg)
 	}
-	failingDocker := func(context.Context, sandbox.Config) (sandbox.Sandbox, error) { return nil, noEngine }
+	failingDocker := func(context.Context, runConfig, sandbox.Config) (sandbox.Sandbox, error) {
+		return nil, fmt.Errorf("%w: %v", errEngineUnavailable, noEngine)
+	}
+	brokenDocker := func(context.Context, runConfig, sandbox.Config) (sandbox.Sandbox, error) {
+		return nil, errors.New("creating the container: no space left on device")
+	}
 	cases := []struct {
 		name       string
 		f          sandboxFactory
@@ -255,14 +261,16 @@ func TestSandboxSelection(t *testing.T) {
 	}{
 		{"local", sandboxFactory{local: local}, "local", "local", "", ""},
 		{"docker not built", sandboxFactory{local: local}, "docker", "", "", report.ErrSandboxUnavailable},
+		{"docker that fails to start", sandboxFactory{local: local, docker: brokenDocker}, "docker", "", "", report.ErrSandboxFailed},
+		{"auto does not hide a broken docker", sandboxFactory{local: local, docker: brokenDocker}, "auto", "", "", report.ErrSandboxFailed},
 		{"docker without an engine", sandboxFactory{local: local, docker: failingDocker}, "docker", "", "", report.ErrSandboxUnavailable},
 		{"auto falls back with a notice", sandboxFactory{local: local, docker: failingDocker}, "auto", "local", "no Docker Engine answered", ""},
-		{"auto without docker built", sandboxFactory{local: local}, "auto", "local", "no Docker sandbox", ""},
+		{"auto without docker built", sandboxFactory{local: local}, "auto", "local", "has no Docker sandbox", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			gotCfg = sandbox.Config{}
-			sb, err := tc.f.start(t.Context(), tc.mode, sandbox.Config{Workspace: t.TempDir(), Network: sandbox.NetworkNone})
+			sb, err := tc.f.start(t.Context(), runConfig{settings: settings{sandbox: tc.mode}}, sandbox.Config{Workspace: t.TempDir(), Network: sandbox.NetworkNone})
 			if tc.wantCode != "" {
 				if se := asSandboxError(err); err == nil || se.code != tc.wantCode {
 					t.Fatalf("err %v, want %s", err, tc.wantCode)
@@ -289,14 +297,17 @@ func TestSandboxSelection(t *testing.T) {
 	}
 }
 
-func TestCheckHostPort(t *testing.T) {
-	for _, ok := range []string{"api.anthropic.com", "api.anthropic.com:443", "localhost:8080", "*.example.com"} {
-		if err := checkHostPort(ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
+func TestAllowHostsAreValidatedAndNormalized(t *testing.T) {
+	dir := t.TempDir()
+	c, err := parse(t, dir, "--until", "x", "--allow-host", "API.Example.com", "--allow-host", "*.pkg.dev:8443")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{"https://x.com", "x.com/path", ":443", "x.com:0", "x.com:70000", "x.com:http"} {
-		if err := checkHostPort(bad); err == nil {
+	if !reflect.DeepEqual(c.allowHosts, []string{"api.example.com:443", "*.pkg.dev:8443"}) {
+		t.Errorf("allow hosts %q", c.allowHosts)
+	}
+	for _, bad := range []string{"https://x.com", "x.com/path", "10.0.0.1", "localhost", "x.com:0", "x.com:70000"} {
+		if _, err := parse(t, dir, "--until", "x", "--allow-host", bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -151,11 +151,9 @@ type engine struct {
 	sandboxes sandboxFactory
 	// adapter builds the agent adapter for --agent.
 	adapter func(cfg runConfig) (agent.Adapter, error)
-	// judge builds the judge for --infer-until/--judge-cmd (nil: judge
-	// mode is not available in this build).
-	judge func(cfg runConfig) (goal.Judge, error)
-	// halter builds the budget and no-progress halts (nil: --max-cost-usd
-	// and --max-tokens are not available in this build).
+	// judge builds the judge for --infer-until/--judge-cmd.
+	judge func(cfg runConfig, a agent.Adapter) (goal.Judge, error)
+	// halter builds the no-progress and budget halts.
 	halter func(cfg runConfig) (goal.Halter, error)
 	// warn receives problems that do not change the run's verdict (an
 	// --output file that cannot be written); nil drops them.
@@ -167,17 +165,36 @@ func defaultEngine() engine {
 		now:       time.Now,
 		sandboxes: defaultSandboxes(),
 		adapter:   newAdapter,
+		judge:     newJudge,
+		halter:    newHalter,
 	}
 }
 
-// newAdapter builds the adapter for cfg.agent.
+// newAdapter builds the adapter for cfg.agent (agent.New's registry).
 func newAdapter(cfg runConfig) (agent.Adapter, error) {
-	if cfg.agent == agent.CommandName {
-		return agent.Command{Bin: cfg.agentBin}, nil
+	a, err := agent.New(cfg.agent)
+	if err != nil {
+		return nil, &startupError{code: report.ErrAgentNotFound, message: err.Error()}
 	}
-	return nil, &startupError{code: report.ErrAgentNotFound,
-		message:     fmt.Sprintf("the %s agent adapter is not available in this build of goalrun; the command agent is (--agent command --agent-bin CMD)", cfg.agent),
-		suggestions: []string{"Use the command agent with agent-bin set to the program that fixes the workspace."}}
+	return a, nil
+}
+
+// newJudge builds the judge: --judge-cmd decides by its exit code, else the
+// agent CLI itself is asked (--infer-until).
+func newJudge(cfg runConfig, a agent.Adapter) (goal.Judge, error) {
+	if cfg.judgeCmd != "" {
+		return &goal.CommandJudge{Command: cfg.judgeCmd, Timeout: cfg.stepTimeout}, nil
+	}
+	if cfg.agent == agent.CommandName {
+		return nil, badInput("--infer-until with the command agent needs --judge-cmd: a plain command cannot be asked whether the goal is met")
+	}
+	return &goal.AgentJudge{Adapter: a, Bin: cfg.agentBin, Model: cfg.model, Timeout: cfg.stepTimeout}, nil
+}
+
+// newHalter builds the smart halts: no_progress (always on unless
+// --no-progress-turns is negative) and the budgets.
+func newHalter(cfg runConfig) (goal.Halter, error) {
+	return goal.NewHalts(goal.HaltOptions{NoProgressTurns: cfg.noProgressTurns, MaxCostUSD: cfg.maxCostUSD, MaxTokens: cfg.maxTokens}), nil
 }
 
 // execute runs the engine for a validated configuration: it starts the
@@ -228,24 +245,21 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 		Events: em, Receipts: report.NewRollup().SetRedactor(red), Now: eng.now,
 	}
 	if cfg.inferUntil != "" || cfg.judgeCmd != "" {
-		if eng.judge == nil {
-			return fail(badInput("judge mode (--infer-until, --judge-cmd) is not available in this build of goalrun yet; give a check with --until instead"))
-		}
-		if lc.Judge, err = eng.judge(cfg); err != nil {
+		if lc.Judge, err = eng.judge(cfg, adapter); err != nil {
 			return fail(asStartupError(err))
 		}
 	}
-	if cfg.maxCostUSD > 0 || cfg.maxTokens > 0 {
-		if eng.halter == nil {
-			return fail(badInput("budget halts (--max-cost-usd, --max-tokens) are not available in this build of goalrun yet; leave them unset"))
-		}
-		if lc.Halter, err = eng.halter(cfg); err != nil {
-			return fail(asStartupError(err))
-		}
+	if lc.Halter, err = eng.halter(cfg); err != nil {
+		return fail(asStartupError(err))
 	}
+	ev := report.NewEvidence().SetRedactor(red)
+	lc.Evidence = ev
+	tracker := goal.NewWorkspaceTracker(cfg.dir, goal.ChangeOptions{Check: cfg.until, Evidence: ev})
+	defer tracker.Close()
+	lc.Tracker = tracker
 
 	start := eng.now()
-	sb, err := eng.sandboxes.start(ctx, cfg.sandbox, sandboxConfig(cfg))
+	sb, err := eng.sandboxes.start(ctx, cfg, sandboxConfig(cfg))
 	if err != nil {
 		return fail(asSandboxError(err))
 	}
@@ -265,6 +279,9 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	}
 	em.Emit(report.EventStarted, report.PhaseRun, "goal: "+firstNonEmpty(cfg.until, cfg.inferUntil), started)
 	ready := map[string]any{"seconds": eng.now().Sub(start).Seconds(), "mode": posture.Mode}
+	if c, ok := sb.(interface{ ContainerID() string }); ok && c.ContainerID() != "" {
+		ready["container_id"] = shortID(c.ContainerID())
+	}
 	if posture.ImageDigest != "" {
 		ready["image_digest"] = posture.ImageDigest
 	}
@@ -274,6 +291,9 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	em.Emit(report.EventSandboxReady, report.PhaseSandbox, "sandbox ready: "+posture.Mode, ready)
 
 	lc.Sandbox = sb
+	if a, ok := sb.(agentPlacer); ok { // where the agent is inside a container
+		lc.AgentBin, lc.BaseURL = a.agentBin(lc.AgentBin), a.baseURL()
+	}
 	out, err := goal.Run(ctx, lc)
 	if err != nil { // a configuration the validation should have refused
 		return fail(badInput("%v", err))
@@ -296,17 +316,31 @@ func writeOutput(cfg runConfig, doc report.Document, warn io.Writer) {
 	}
 }
 
-// sandboxConfig is the sandbox's configuration for a run.
+// sandboxConfig is the sandbox's configuration for a run: the agent's
+// model API as an upstream (its real key injected by the egress proxy, or
+// passed in where there is no proxy), and the egress allowlist (the model
+// API's host plus --allow-host).
 func sandboxConfig(cfg runConfig) sandbox.Config {
-	return sandbox.Config{
+	c := sandbox.Config{
 		RunID:         runID(),
 		Workspace:     cfg.dir,
 		Network:       cfg.net,
-		AllowHosts:    cfg.allowHosts,
-		Secrets:       cfg.agentSecrets,
+		Upstreams:     cfg.upstreams,
 		Image:         cfg.image,
 		WorkspaceMode: sandbox.WorkspaceMode(cfg.workspace),
 	}
+	if cfg.net == sandbox.NetworkEgress {
+		c.AllowHosts = append(cfg.spec.AllowHosts(), cfg.allowHosts...)
+	}
+	return c
+}
+
+// shortID is the first 12 characters of a container id, as docker ps shows.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 // runID is a run's unique label: the time and the process id.

@@ -4,32 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"time"
 
+	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
-// sandboxFactory starts the sandbox a --sandbox mode asks for. docker is nil
-// until the Docker sandbox is wired in; local is sandbox.StartLocal.
+// sandboxFactory starts the sandbox a --sandbox mode asks for.
 type sandboxFactory struct {
-	docker func(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error)
-	local  func(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error)
+	// docker starts the Docker sandbox; an error wrapping
+	// errEngineUnavailable means no Engine answered (auto falls back).
+	docker func(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox.Sandbox, error)
+	// local starts the local sandbox.
+	local func(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error)
 }
 
-// errDockerNotBuilt is the Docker factory's error while this build has no
-// Docker sandbox.
-var errDockerNotBuilt = errors.New("this build of goalrun has no Docker sandbox yet")
+// errEngineUnavailable is wrapped by the Docker factory's error when no
+// Docker Engine answers.
+var errEngineUnavailable = errors.New("no Docker Engine answered")
 
 func defaultSandboxes() sandboxFactory {
 	return sandboxFactory{
+		docker: startDocker,
 		local: func(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
 			return sandbox.StartLocal(ctx, cfg)
 		},
 	}
 }
 
-// sandboxError is a sandbox that could not start: unavailable (no Engine,
-// or not built) or failed while starting.
+// sandboxError is a sandbox that could not start: unavailable (no Engine)
+// or failed while starting; badMount marks a refused mount (bad input).
 type sandboxError struct {
 	unavailable bool
 	err         error
@@ -38,17 +47,18 @@ type sandboxError struct {
 func (e *sandboxError) Error() string { return e.err.Error() }
 func (e *sandboxError) Unwrap() error { return e.err }
 
-// start starts the sandbox for mode (docker, auto, local). auto tries
-// Docker and falls back to the local host, recording why in the posture's
-// fallback_notice.
-func (f sandboxFactory) start(ctx context.Context, mode string, cfg sandbox.Config) (sandbox.Sandbox, error) {
+// start starts the sandbox for rc.sandbox (docker, auto, local). auto tries
+// Docker and, when no Engine answers, falls back to the local host,
+// recording why in the posture's fallback_notice; a Docker sandbox that
+// fails to start for another reason is an error, not a fallback.
+func (f sandboxFactory) start(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox.Sandbox, error) {
 	startDocker := func() (sandbox.Sandbox, error) {
 		if f.docker == nil {
-			return nil, &sandboxError{unavailable: true, err: errDockerNotBuilt}
+			return nil, &sandboxError{unavailable: true, err: errors.New("this build of goalrun has no Docker sandbox")}
 		}
-		sb, err := f.docker(ctx, cfg)
+		sb, err := f.docker(ctx, rc, cfg)
 		if err != nil {
-			return nil, &sandboxError{unavailable: true, err: err}
+			return nil, &sandboxError{unavailable: errors.Is(err, errEngineUnavailable), err: err}
 		}
 		return sb, nil
 	}
@@ -59,15 +69,16 @@ func (f sandboxFactory) start(ctx context.Context, mode string, cfg sandbox.Conf
 		}
 		return sb, nil
 	}
-	switch mode {
+	switch rc.sandbox {
 	case "local":
 		return startLocal(cfg)
 	case "auto":
 		sb, err := startDocker()
-		if err == nil {
-			return sb, nil
+		var se *sandboxError
+		if err == nil || !errors.As(err, &se) || !se.unavailable {
+			return sb, err
 		}
-		cfg.FallbackNotice = fmt.Sprintf("--sandbox auto: the Docker sandbox could not start (%v); the run used the local host instead, without a container, with the host's network (%s was asked for)", err, networkOrNone(cfg.Network))
+		cfg.FallbackNotice = fmt.Sprintf("--sandbox auto: the Docker sandbox is unavailable (%v); the run used the local host instead, without a container and with the host's network (%s was asked for)", se.err, networkOrNone(cfg.Network))
 		cfg.Network = sandbox.NetworkHost
 		return startLocal(cfg)
 	default:
@@ -85,9 +96,163 @@ func networkOrNone(n sandbox.Network) sandbox.Network {
 // asSandboxError turns a start failure into the startup error it is.
 func asSandboxError(err error) *startupError {
 	var se *sandboxError
-	if errors.As(err, &se) && se.unavailable {
-		return &startupError{code: report.ErrSandboxUnavailable,
-			message: fmt.Sprintf("the Docker sandbox is unavailable: %v", se.err)}
+	switch {
+	case errors.As(err, &se) && se.unavailable:
+		return &startupError{code: report.ErrSandboxUnavailable, message: fmt.Sprintf("the Docker sandbox is unavailable: %v", se.err)}
+	case errors.Is(err, sandbox.ErrDangerousMount):
+		return &startupError{code: report.ErrBadInput, message: fmt.Sprintf("the sandbox refused a mount: %v", err),
+			suggestions: []string{"Choose a workspace that is not the home folder, the root or a credential folder."}}
 	}
 	return &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("the sandbox could not start: %v", err)}
+}
+
+// engineTimeout bounds the first contact with the Docker Engine.
+const engineTimeout = 10 * time.Second
+
+// inContainerBinDir is where agent executables from the host are mounted in
+// the default image (on its PATH).
+const inContainerBinDir = "/usr/local/bin"
+
+// inContainerGoroot is where the host's Go toolchain is mounted in the
+// default image (first on its PATH, sandbox.ImagePath).
+const inContainerGoroot = "/usr/local/go"
+
+// startDocker starts the Docker sandbox for a run: it reaches the Engine
+// (DOCKER_HOST or the default socket), removes leftovers of dead runs, and
+// without --image builds (or reuses) the default image from files on this
+// machine, mounting the agent's native executable and the host's Go
+// toolchain read-only. goalrun's own executable is the egress relay.
+func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox.Sandbox, error) {
+	cli, err := sandbox.NewDockerClient()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errEngineUnavailable, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, engineTimeout)
+	_, err = cli.Ping(pctx)
+	cancel()
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("%w at %s: %v", errEngineUnavailable, cli.DaemonHost(), err)
+	}
+	// Leftovers of dead runs; a failure here must not stop this run.
+	_, _ = sandbox.Reap(ctx, cli, rc.timeout)
+
+	exe, err := os.Executable()
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("finding goalrun's own executable for the egress relay: %w", err)
+	}
+	cfg.RelayBinary = exe
+	var agentBin string
+	if cfg.Image == "" {
+		var libsFor []string
+		if rc.agent != agent.CommandName {
+			native, err := nativeAgent(rc)
+			if err != nil {
+				cli.Close()
+				return nil, err
+			}
+			agentBin = path.Join(inContainerBinDir, rc.spec.Bin)
+			cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: native.Path, Target: agentBin, ReadOnly: true})
+			if !native.Static() {
+				libsFor = append(libsFor, native.Path)
+			}
+		}
+		if goroot := hostGoroot(); goroot != "" {
+			cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: goroot, Target: inContainerGoroot, ReadOnly: true})
+		}
+		ref, err := sandbox.BuildImage(ctx, cli, sandbox.DefaultImageSpec(libsFor...))
+		if err != nil {
+			cli.Close()
+			return nil, fmt.Errorf("building the default sandbox image (or pass --image): %w", err)
+		}
+		cfg.Image = ref
+	}
+	sb, err := sandbox.StartDocker(ctx, cli, cfg)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return &dockerSandbox{Docker: sb, close: cli.Close, bin: agentBin}, nil
+}
+
+// nativeAgent finds the agent's native executable on the host, to mount it
+// into the default image.
+func nativeAgent(rc runConfig) (agent.Native, error) {
+	name := rc.agentBin
+	if name == "" {
+		name = rc.spec.Bin
+	}
+	onPath, err := exec.LookPath(name)
+	if err != nil {
+		return agent.Native{}, &startupError{code: report.ErrAgentNotFound,
+			message:     fmt.Sprintf("the %s agent's executable %q is not on this machine's PATH, so it cannot be mounted into the default sandbox image: %v", rc.agent, name, err),
+			suggestions: []string{"Install the agent's CLI, name it with agent-bin, or pass an image that contains it."}}
+	}
+	n, err := agent.NativeExecutable(rc.spec, agent.OSFS{}, onPath)
+	if err != nil {
+		return agent.Native{}, &startupError{code: report.ErrAgentNotFound,
+			message: fmt.Sprintf("the %s agent at %s cannot run in the sandbox: %v", rc.agent, onPath, err)}
+	}
+	return n, nil
+}
+
+// hostGoroot is the GOROOT of the `go` on PATH ("" when there is none).
+func hostGoroot() string {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(goBin)
+	if err != nil {
+		return ""
+	}
+	root := filepath.Dir(filepath.Dir(real))
+	if _, err := os.Stat(filepath.Join(root, "src", "runtime")); err != nil {
+		return ""
+	}
+	return root
+}
+
+// dockerSandbox is the Docker sandbox of a run, with the Engine client it
+// closes and where the agent is inside the container.
+type dockerSandbox struct {
+	*sandbox.Docker
+	close func() error
+	bin   string // the agent's executable inside the container ("" = as given)
+}
+
+// agentPlacer is implemented by sandboxes that decide where the agent runs
+// from and how it reaches its model API from inside.
+type agentPlacer interface {
+	agentBin(asGiven string) string
+	baseURL() string
+}
+
+var _ agentPlacer = (*dockerSandbox)(nil)
+
+func (d *dockerSandbox) agentBin(asGiven string) string {
+	if d.bin != "" {
+		return d.bin
+	}
+	return asGiven
+}
+
+// baseURL is the model API's base URL inside the container, for agents that
+// take it on their command line (Codex), when the sandbox serves one.
+func (d *dockerSandbox) baseURL() string {
+	if u, ok := any(d.Docker).(interface{ UpstreamURL(int) string }); ok {
+		return u.UpstreamURL(0)
+	}
+	return ""
+}
+
+// Close closes the sandbox, then the Engine client.
+func (d *dockerSandbox) Close(ctx context.Context) error {
+	err := d.Docker.Close(ctx)
+	if d.close != nil {
+		d.close()
+		d.close = nil
+	}
+	return err
 }
