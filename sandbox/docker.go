@@ -746,6 +746,7 @@ func (d *Docker) readPosture(ctx context.Context) error {
 		n := d.cfg.FallbackNotice
 		p.FallbackNotice = &n
 	}
+	p.Tier = ComputeTier(p) // again: network and secrets are settled now
 	d.postureFix = p
 	return nil
 }

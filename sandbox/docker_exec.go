@@ -331,14 +331,14 @@ func (d *Docker) oomDuring(ctx context.Context, id string, start time.Time, wait
 	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("container", id), filters.Arg("event", string(events.ActionOOM)))
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	msgs, errs := d.cli.Events(ctx, events.ListOptions{Since: unixNano(start.Add(-time.Second)), Until: unixNano(until), Filters: f})
+	msgs, errs := d.cli.Events(ctx, events.ListOptions{Since: unixNano(start), Until: unixNano(until), Filters: f})
 	for {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
 				return false
 			}
-			if m.Action == events.ActionOOM && time.Unix(0, m.TimeNano).After(start.Add(-time.Second)) {
+			if m.Action == events.ActionOOM && !time.Unix(0, m.TimeNano).Before(start) {
 				return true
 			}
 		case <-errs:
