@@ -169,6 +169,11 @@ func TestClaimsExtractionRules(t *testing.T) {
 			[]string{"edited_file:calc.go", "ran_tests", "tests_pass"}},
 		{"italic", "*Committed* the change.", []string{"committed"}},
 		{"runs successfully", "The test suite runs successfully.", []string{"tests_pass"}},
+		{"bold heading and a checked test command", "**Testing**\n- ✅ `pytest -q`\n- ⚠️ `mypy` not run", []string{"ran_tests", "tests_pass"}},
+		{"bold advice heading", "**Next steps:**\n- Commit the change", nil},
+		{"telegraphic PR", "Branch pushed, PR opened.", []string{"pushed", "opened_pr"}},
+		{"verified with tests", "Verified with the existing unit tests.", []string{"ran_tests"}},
+		{"checked a test file", "I checked the test file for typos.", nil},
 		{"advice heading", "## Next steps\n- Commit the change\n- Pushed? not yet", nil},
 	}
 	for _, c := range cases {

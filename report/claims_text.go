@@ -45,14 +45,15 @@ const (
 )
 
 var (
-	reFence     = regexp.MustCompile("^\\s*(```|~~~)")
-	reHeading   = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
-	reListItem  = regexp.MustCompile(`^\s*(?:[-*+•]|\d{1,3}[.)])\s+(.*)$`)
-	reTableSep  = regexp.MustCompile(`^\s*\|?[\s:|-]+\|[\s:|-]*$`)
-	reCheckbox  = regexp.MustCompile(`^\[([ xX✓✔])\]\s*`)
-	reAdviceCtx = regexp.MustCompile(`(?i)\b(next( steps?)?|todo|to[ -]do|remaining|follow[ -]?ups?|recommend\w*|suggest\w*|you (can|should|may|might|need|could|will|must)|you'll|to verify|verify|how to|manual\w*|not (yet )?done|open questions?|plan|planned|before merging|what's left|left to do|outstanding|pending|future|known issues?|limitations?|caveats?|to test|steps to|would|could|should|consider|optional|ideas?)\b`)
-	reChangeCtx = regexp.MustCompile(`(?i)\b(changes?|changed|summary|what i did|what i changed|done|fix(es|ed)?|changelog|modifications?|files?|work|completed|results?|verification|testing|tests|here's what|here is what|i did|what was done)\b`)
-	reKV        = regexp.MustCompile(`(?i)^\s*(?:the\s+)?(unit\s+|all\s+|integration\s+|e2e\s+)?(tests?|test suite|suite|specs?|commit(?:ted)?|push(?:ed)?|pr|pull request|deploy(?:ment|ed)?|install(?:ation|ed)?)\s*[:=]\s*(pass(?:ed|ing)?|ok|okay|done|yes|green|success(?:ful)?|succeeded|created|opened|complete(?:d)?|✅|✔️?|☑️?)\s*[.!]?\s*$`)
+	reFence       = regexp.MustCompile("^\\s*(```|~~~)")
+	reHeading     = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
+	reListItem    = regexp.MustCompile(`^\s*(?:[-*+•]|\d{1,3}[.)])\s+(.*)$`)
+	reBoldHeading = regexp.MustCompile(`^\s*(?:\*\*|__)([^*_]{1,80}?):?(?:\*\*|__):?\s*$`)
+	reTableSep    = regexp.MustCompile(`^\s*\|?[\s:|-]+\|[\s:|-]*$`)
+	reCheckbox    = regexp.MustCompile(`^\[([ xX✓✔])\]\s*`)
+	reAdviceCtx   = regexp.MustCompile(`(?i)\b(next( steps?)?|todo|to[ -]do|remaining|follow[ -]?ups?|recommend\w*|suggest\w*|you (can|should|may|might|need|could|will|must)|you'll|to verify|verify|how to|manual\w*|not (yet )?done|open questions?|plan|planned|before merging|what's left|left to do|outstanding|pending|future|known issues?|limitations?|caveats?|to test|steps to|would|could|should|consider|optional|ideas?)\b`)
+	reChangeCtx   = regexp.MustCompile(`(?i)\b(changes?|changed|summary|what i did|what i changed|done|fix(es|ed)?|changelog|modifications?|files?|work|completed|results?|verification|testing|tests|here's what|here is what|i did|what was done)\b`)
+	reKV          = regexp.MustCompile(`(?i)^\s*(?:the\s+)?(unit\s+|all\s+|integration\s+|e2e\s+)?(tests?|test suite|suite|specs?|commit(?:ted)?|push(?:ed)?|pr|pull request|deploy(?:ment|ed)?|install(?:ation|ed)?)\s*[:=]\s*(pass(?:ed|ing)?|ok|okay|done|yes|green|success(?:ful)?|succeeded|created|opened|complete(?:d)?|✅|✔️?|☑️?)\s*[.!]?\s*$`)
 )
 
 // unitText is one line of prose to analyse, with its context.
@@ -119,6 +120,10 @@ func splitUnits(text string) []unitText {
 			units = append(units, unitText{text: m[1], ctx: heading})
 			continue
 		}
+		if m := reBoldHeading.FindStringSubmatch(line); m != nil { // "**Testing**" on its own line
+			heading, lead, blank = classifyCtx(m[1]), -1, false
+			continue
+		}
 		item, body := false, trimmed
 		if m := reListItem.FindStringSubmatch(line); m != nil {
 			item, body = true, m[1]
@@ -134,9 +139,15 @@ func splitUnits(text string) []unitText {
 			lead = -1 // a new paragraph ends a lead-in's list
 		}
 		blank = false
+		done := hasDoneMark(body)
 		body, skip := stripMarks(body)
 		if skip {
 			continue
+		}
+		if done {
+			if m := reBareCode.FindStringSubmatch(body); m != nil && isTestCommand(m[1]) {
+				body = "Ran `" + m[1] + "`: tests pass." // "✅ `pytest -q`"
+			}
 		}
 		ctx := heading
 		if item && lead >= 0 {
@@ -183,6 +194,22 @@ var (
 	doneMarks = []string{"✅", "✔️", "✔", "☑️", "☑", "✓", "🟢"}
 	failMarks = []string{"❌", "✗", "✘", "⛔", "🚫", "⚠️", "⚠", "🔴", "❗", "⏳", "🚧"}
 )
+
+var reBareCode = regexp.MustCompile("^`([^`]+)`\\s*(?:\\((?:pass|passed|ok|green)\\))?\\.?$")
+
+// hasDoneMark reports whether an item starts with a done mark or a checked box.
+func hasDoneMark(s string) bool {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "[x]") || strings.HasPrefix(s, "[X]") {
+		return true
+	}
+	for _, m := range doneMarks {
+		if strings.HasPrefix(s, m) {
+			return true
+		}
+	}
+	return false
+}
 
 func startsWithMark(s string) bool {
 	for _, m := range append(doneMarks, failMarks...) {
@@ -496,7 +523,7 @@ var triggers = map[string]int{
 	"introduced": tCreate, "scaffolded": tCreate, "made": tCreate, "make": tCreate,
 	"deleted": tDelete, "removed": tDelete,
 	"ran": tRun, "re-ran": tRun, "reran": tRun, "rerun": tRun, "re-run": tRun, "run": tRun, "executed": tRun,
-	"re-executed": tRun, "tested": tRun, "running": tRun,
+	"re-executed": tRun, "tested": tRun, "running": tRun, "verified": tRun, "validated": tRun, "confirmed": tRun,
 	"committed": tCommit, "recommitted": tCommit,
 	"pushed": tPush, "force-pushed": tPush, "re-pushed": tPush, "repushed": tPush,
 	"opened": tPR, "submitted": tPR, "raised": tPR, "filed": tPR, "sent": tPR,
@@ -1011,6 +1038,9 @@ func (a *analysis) testObject(from, end int) bool {
 			break
 		}
 		if testNouns[t.w] || (strings.HasPrefix(t.w, "test") && strings.HasSuffix(t.w, "s") && len(t.w) <= 6) {
+			if j+1 < len(a.toks) && testThings[a.toks[j+1].w] {
+				continue // "the test file", "test data": not a test run
+			}
 			return true
 		}
 		if c := a.codeText(t); c != "" && isTestCommand(c) {
@@ -1020,6 +1050,10 @@ func (a *analysis) testObject(from, end int) bool {
 	}
 	return isTestCommand(strings.Join(words, " "))
 }
+
+// testThings after "test" make it a thing, not a run.
+var testThings = setOf("file", "files", "data", "fixture", "fixtures", "helper", "helpers", "utilities", "utils",
+	"directory", "folder", "dir", "case", "cases", "name", "names", "plan", "coverage")
 
 // testSubject reports whether a test subject precedes pass word i within
 // 6 tokens (crossing dashes and colons, not semicolons).
@@ -1130,10 +1164,14 @@ func (a *analysis) prState() []rawClaim {
 		for j < len(a.toks) && auxWords[a.toks[j].w] {
 			j++
 		}
-		if j == i+1 || j >= len(a.toks) {
+		if j >= len(a.toks) {
 			continue
 		}
-		switch a.toks[j].w {
+		w2 := a.toks[j].w
+		if j == i+1 && w2 != "opened" && w2 != "created" && w2 != "submitted" && w2 != "raised" {
+			continue // "PR open" without a verb is too vague; "PR opened" is a telegraphic past
+		}
+		switch w2 {
 		case "open", "up", "opened", "created", "submitted", "ready", "live", "raised":
 			if !a.blocked(i, true) && !a.blocked(j, true) {
 				return []rawClaim{{kind: ClaimOpenedPR}}
