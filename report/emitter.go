@@ -21,7 +21,10 @@ import (
 // the same verdict the document carries. A refused event is dropped and
 // counted (Refused).
 //
-// An Emitter is safe for concurrent use; a nil *Emitter discards everything.
+// An Emitter is safe for concurrent use, and so must its Sink be: events
+// from several goroutines (the agent's stream, the loop) reach it without a
+// lock held, so a sink may call Emit itself. A nil *Emitter discards
+// everything.
 type Emitter struct {
 	sink Sink
 	red  *Redactor
@@ -30,6 +33,7 @@ type Emitter struct {
 	mu       sync.Mutex
 	finished bool
 	refused  int
+	inflight sync.WaitGroup // events handed to the sink and not yet returned
 }
 
 // NewEmitter returns an Emitter that forwards to s (nil: nowhere), redacts
@@ -99,14 +103,26 @@ func (e *Emitter) send(typ, phase, message string, data map[string]any, terminal
 	}
 	ev := Event{Type: typ, Phase: phase, Message: message, Data: clean}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.finished {
+		e.mu.Unlock()
 		return
 	}
 	if terminal {
 		e.finished = true
 	}
 	ev.Time = e.now().UTC()
+	e.inflight.Add(1)
+	e.mu.Unlock()
+	defer e.inflight.Done()
+	if terminal {
+		// Every event accepted before the terminal one reaches the sink
+		// first, so the stream ends with it. The lock is not held while a
+		// sink runs, so a sink may itself call Emit (it is dropped once
+		// finished) without deadlocking.
+		e.inflight.Done()
+		e.inflight.Wait()
+		e.inflight.Add(1)
+	}
 	if e.sink != nil {
 		e.sink.Emit(ev)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -197,5 +198,69 @@ func TestJSONLSinkUncleanData(t *testing.T) {
 	}
 	if d := m["data"].(map[string]any); d["data_error"] == nil {
 		t.Errorf("lost data not reported: %s", out.Bytes())
+	}
+}
+
+// reentrantSink emits through its own Emitter while handling an event, as a
+// sink reporting its own trouble might.
+type reentrantSink struct {
+	e   *Emitter
+	rec *recorder
+}
+
+func (s *reentrantSink) Emit(ev Event) {
+	s.rec.Emit(ev)
+	if ev.Type == EventToolFailed || ev.Type == EventCompleted {
+		s.e.Emit(EventText, PhaseReasoning, "sink note about "+ev.Type, nil)
+	}
+}
+
+func TestEmitterReentrantSink(t *testing.T) {
+	rec := &recorder{}
+	s := &reentrantSink{rec: rec}
+	e := NewEmitter(s, nil, fakeClock(time.Second))
+	s.e = e
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Emit(EventToolFailed, PhaseActing, "", map[string]any{"tool": "Bash"})
+		validate(t, Encode(Finish(passedRun(), e)))
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a sink that emits deadlocked the Emitter")
+	}
+	evs := rec.all()
+	if len(evs) != 3 || evs[1].Type != EventText || evs[2].Type != EventCompleted {
+		t.Errorf("events = %v", evs)
+	}
+}
+
+// TestEmitterTerminalIsLast: with events racing from several goroutines,
+// the terminal event is always the last one a sink sees.
+func TestEmitterTerminalIsLast(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		rec := &recorder{}
+		e := NewEmitter(rec, nil, nil)
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 50; i++ {
+					e.Emit(EventText, PhaseReasoning, "x", nil)
+				}
+			}()
+		}
+		Finish(passedRun(), e)
+		wg.Wait()
+		evs := rec.all()
+		if last := evs[len(evs)-1]; last.Type != EventCompleted {
+			t.Fatalf("round %d: the last event is %s, not the terminal one", round, last.Type)
+		}
+		if n := len(rec.terminals()); n != 1 {
+			t.Fatalf("%d terminal events", n)
+		}
 	}
 }
