@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sethvargo/go-githubactions"
 	"gopkg.in/yaml.v3"
 
 	"github.com/goalrun/goalrun/report"
@@ -589,4 +590,49 @@ func containsTitle(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestActionRunArgs: inputs become run's flags; empty inputs are not passed
+// (so .goalrun.yml and run's defaults apply); bad values are errors.
+func TestActionRunArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inputs map[string]string
+		prompt string
+		want   []string
+		err    string
+	}{
+		{name: "empty inputs pass nothing", want: []string{"--output=/tmp/doc.json"}},
+		{name: "every kind", inputs: map[string]string{
+			"agent": "codex", "until": "go test ./...", "timeout-minutes": "45", "allow-hosts": "a.example:443, b.example\nc.example",
+			"agent-args": "--verbose\n\n--foo=bar baz\n", "working-directory": "sub/dir", "max-iterations": "3", "github-token": "t", "comment": "new",
+		}, prompt: "do it", want: []string{
+			"--agent=codex", "--prompt=do it", "--until=go test ./...", "--max-iterations=3", "--timeout=45m",
+			"--allow-host=a.example:443", "--allow-host=b.example", "--allow-host=c.example",
+			"--agent-arg=--verbose", "--agent-arg=--foo=bar baz", "--workdir=/ws/sub/dir", "--output=/tmp/doc.json"}},
+		{name: "minutes must be whole", inputs: map[string]string{"timeout-minutes": "1.5"}, err: "timeout-minutes"},
+		{name: "working directory stays inside", inputs: map[string]string{"working-directory": "../../etc"}, err: "leaves the workspace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"GITHUB_WORKSPACE": "/ws"}
+			for k, v := range tc.inputs {
+				env["INPUT_"+strings.ToUpper(k)] = v
+			}
+			getenv := func(k string) string { return env[k] }
+			a := &action{getenv: getenv, gha: githubactions.New(githubactions.WithGetenv(getenv)), docPath: "/tmp/doc.json"}
+			got, err := a.runArgs(tc.prompt)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one about %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("args =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
 }
