@@ -240,22 +240,50 @@ func parseMarker(m string) (shown, total int, ok bool) {
 // Invalid UTF-8 is replaced with U+FFFD. Briefs, event messages and
 // markdown table cells are folded.
 func Fold(s string) string {
-	s = validUTF8(s)
-	if !hasFoldable(s) && strings.TrimSpace(s) == s {
+	valid := utf8.ValidString(s)
+	if valid && !hasFoldable(s) && strings.TrimSpace(s) == s {
 		return s
 	}
+	// One pass: repair (a run of invalid bytes becomes one U+FFFD, as
+	// strings.ToValidUTF8 does), fold and trim.
 	var b strings.Builder
 	b.Grow(len(s))
-	space := false
-	for _, r := range s {
-		if foldable(r) || r == ' ' {
-			space = true
-			continue
-		}
+	space, invalid := false, false
+	emit := func() {
 		if space && b.Len() > 0 {
 			b.WriteByte(' ')
 		}
 		space = false
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			i++
+			invalid = false
+			if c < 0x20 || c == 0x7f || c == ' ' {
+				space = true
+				continue
+			}
+			emit()
+			b.WriteByte(c)
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if r == utf8.RuneError && size == 1 {
+			if !invalid {
+				emit()
+				b.WriteString("\uFFFD")
+			}
+			invalid = true
+			continue
+		}
+		invalid = false
+		if foldable(r) {
+			space = true
+			continue
+		}
+		emit()
 		b.WriteRune(r)
 	}
 	return b.String()

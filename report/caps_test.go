@@ -186,3 +186,16 @@ func TestBrief(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldMatchesToValidUTF8 pins Fold's repair to strings.ToValidUTF8's
+// (a run of invalid bytes becomes one U+FFFD) on inputs with nothing to fold.
+func TestFoldMatchesToValidUTF8(t *testing.T) {
+	for _, s := range []string{"a\xffb", "\xff\xfe", "x\xff\xfey\xfdz", "é\xc3", "\xe2\x80", "ok"} {
+		if got, want := Fold(s), strings.ToValidUTF8(s, "\uFFFD"); got != want {
+			t.Errorf("Fold(%q) = %q, want %q", s, got, want)
+		}
+	}
+	if got := Fold("a\xff\nb\xfe"); got != "a\uFFFD b\uFFFD" {
+		t.Errorf("Fold = %q", got)
+	}
+}
