@@ -2,6 +2,28 @@
 // JSONL events, and its markdown rendering, from plain values. It caps every
 // free-text field in bytes on rune boundaries, redacts secrets before capping,
 // and guarantees the encoded document fits in DocumentBytes.
+//
+// How a run becomes a document:
+//
+//   - During the run, events go through an Emitter (redacted, capped,
+//     timestamped) to Sinks: NewJSONLSink (stderr in JSON mode, --events),
+//     NewProgressSink (the human view), Tee, and the GitHub check run.
+//     Receipts go into a Rollup and iterations into an IterationLog, both in
+//     memory that does not grow with the run.
+//   - At the end, Finish turns a Run (plain values) into a Document — the
+//     result shape or a failure shape, with its conclusion — and emits the
+//     one terminal event from the same values. StartupError (or FailStartup)
+//     is the shape for failures before any run existed.
+//   - Encode writes the document (at most DocumentBytes, eliding in the
+//     fixed order ElisionSteps when it must); Markdown renders it for GitHub.
+//     ValidateJSON (and reporttest.Validate in tests) checks a document
+//     against docs/goalrun-1.schema.json.
+//
+// Text is always processed in the same order: redact (Redactor), fold
+// one-line fields (Fold), cap (Cap, or CapTail for output tails). A cap
+// bounds the kept text; the truncation marker that states the numbers comes
+// on top (MarkerMaxBytes at most), so "summary ≤ 4096 bytes plus the
+// marker".
 package report
 
 import "github.com/goalrun/goalrun/sandbox"
