@@ -230,13 +230,21 @@ type snapshot struct {
 
 // gitKeep says which paths inside a .git directory are watched: its config,
 // hooks and info (attributes, exclude) — the files that make git run
-// programs or hide files. Objects, refs, logs and the index are skipped.
+// programs or hide files — and the same inside each submodule's git
+// directory (modules/NAME/). Objects, refs, logs and the index are skipped.
 func gitKeep(rel string) (keep, descend bool) {
 	switch {
-	case rel == "config", rel == "hooks", rel == "info":
+	case rel == "config", rel == "hooks", rel == "info", rel == "modules":
 		return true, true
 	case strings.HasPrefix(rel, "hooks/"), strings.HasPrefix(rel, "info/"):
 		return true, true
+	case strings.HasPrefix(rel, "modules/"):
+		rest := rel[len("modules/"):]
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
+			return true, true // a submodule's git directory
+		}
+		return gitKeep(rest[i+1:])
 	}
 	return false, false
 }
