@@ -52,7 +52,7 @@ func (Car) Command(t Turn) Invocation {
 }
 
 // NewParser returns a parser for car's stdout document and stderr events.
-func (Car) NewParser() Parser { return &carParser{st: newTurnState()} }
+func (Car) NewParser() Parser { return &carParser{st: newTurnState(), byTool: map[string][]string{}} }
 
 // Spec describes what running car needs.
 func (Car) Spec() Spec { return CarSpec }
@@ -240,9 +240,6 @@ func (p *carParser) StderrLine(line []byte, oversize bool, emit func(Event)) {
 		if id == "" {
 			p.seq++
 			id = "car-" + strconv.Itoa(p.seq)
-		}
-		if p.byTool == nil {
-			p.byTool = map[string][]string{}
 		}
 		p.byTool[name] = append(p.byTool[name], id)
 		p.st.call(&Tool{ID: id, Name: name, Brief: foldBrief(get("brief").Text()), Via: get("via").Text()}, emit)

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -568,4 +570,57 @@ func TestCarAuthRetriesFromStderrStop(t *testing.T) {
 	if stops != 1 || f.res.Status != StatusAuthRequired {
 		t.Errorf("stops %d res %+v", stops, f.res)
 	}
+}
+
+// FuzzParsers feeds arbitrary output (stdout and stderr) to every parser:
+// none may panic, every turn ends in a known status, a failed turn names a
+// cause, and every receipt answers a call announced before it, once.
+func FuzzParsers(f *testing.F) {
+	for _, c := range goldenCases {
+		b, err := os.ReadFile(filepath.Join("testdata", filepath.FromSlash(c.stdout)))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(c.agent, b, []byte(nil))
+	}
+	f.Add("car", []byte(`{"schema":"car.do/1","status":"success"}`), []byte(`{"type":"tool_failed","data":{}}`+"\n"+`{"type":"tool_called","data":{"tool":"x"}}`))
+	f.Add("claude", []byte(`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"a"}]}}`), []byte(nil))
+	f.Fuzz(func(t *testing.T, agent string, stdout, stderr []byte) {
+		a, err := New(agent)
+		if err != nil || agent == CommandName {
+			return
+		}
+		p := a.NewParser()
+		open := map[string]bool{}
+		emit := func(ev Event) {
+			switch ev.Kind {
+			case KindToolCall:
+				if ev.Tool.ID != "" {
+					open[ev.Tool.ID] = true
+				}
+			case KindToolResult:
+				if ev.Tool.ID != "" && !open[ev.Tool.ID] {
+					t.Fatalf("%s: a result for %q without its call (or twice)", agent, ev.Tool.ID)
+				}
+				delete(open, ev.Tool.ID)
+			}
+		}
+		s := NewStreams(p, emit)
+		s.Stderr.Write(stderr)
+		s.Stdout.Write(stdout)
+		s.Close()
+		res := p.End(1, emit)
+		switch res.Status {
+		case StatusSuccess:
+		case StatusFailed, StatusAuthRequired:
+			if res.Cause == "" {
+				t.Fatalf("%s: %s without a cause: %+v", agent, res.Status, res)
+			}
+		default:
+			t.Fatalf("%s: status %q", agent, res.Status)
+		}
+		if len(open) != 0 {
+			t.Fatalf("%s: calls left without a receipt: %v", agent, open)
+		}
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/goalrun/goalrun/sandbox"
@@ -134,6 +133,8 @@ func (s Spec) environ(t Turn) map[string]string {
 
 // The built-in agents' specs.
 var (
+	// ClaudeSpec: Claude Code from npm @anthropic-ai/claude-code (pinned in
+	// .ci/run: 2.1.332), Anthropic Messages API.
 	ClaudeSpec = Spec{
 		Name: "claude", Bin: "claude", Package: "@anthropic-ai/claude-code", API: AnthropicAPI, Resumes: true,
 		Env: map[string]string{
@@ -143,11 +144,14 @@ var (
 		},
 		Layout: &claudeLayout,
 	}
+	// CodexSpec: Codex from npm @openai/codex (pinned: 0.171.0), OpenAI
+	// Responses API through a custom provider (see Codex).
 	CodexSpec = Spec{
 		Name: "codex", Bin: "codex", Package: "@openai/codex", API: OpenAIAPI, Resumes: true,
 		Env:    map[string]string{},
 		Layout: &codexLayout,
 	}
+	// GeminiSpec: the Gemini CLI from npm @google/gemini-cli, Gemini API.
 	GeminiSpec = Spec{
 		Name: "gemini", Bin: "gemini", Package: "@google/gemini-cli", API: GeminiAPI, Resumes: true,
 		Env: map[string]string{
@@ -155,9 +159,13 @@ var (
 			"GEMINI_SANDBOX":             "false", // goalrun's sandbox is the boundary
 		},
 	}
+	// CarSpec: CAR's `car do`. CAR talks to several providers; the default
+	// assumed here is Anthropic's API (its documented default models are
+	// anthropic/…); pass --allow-host for another.
 	CarSpec = Spec{
 		Name: "car", Bin: "car", API: AnthropicAPI, Resumes: false, Env: map[string]string{},
 	}
+	// DeepCodeSpec: the DeepCode CLI, DeepSeek's API.
 	DeepCodeSpec = Spec{
 		Name: "deepcode", Bin: "deepcode", API: DeepSeekAPI, Resumes: true, Env: map[string]string{},
 	}
@@ -213,9 +221,4 @@ func SpecOf(name string) (Spec, error) {
 
 func unknownAgent(name string) error {
 	return fmt.Errorf("unknown agent %q: use one of %s", name, strings.Join(Names(), ", "))
-}
-
-// sortedKeys returns m's keys sorted (deterministic argv and goldens).
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.Sorted(maps.Keys(m))
 }

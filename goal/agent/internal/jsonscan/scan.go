@@ -57,6 +57,7 @@ type SyntaxError struct {
 	Offset int
 }
 
+// Error says what was malformed and where.
 func (e *SyntaxError) Error() string {
 	return "jsonscan: malformed JSON: " + e.What + " at byte " + strconv.Itoa(e.Offset)
 }
