@@ -385,3 +385,35 @@ func BenchmarkMarkdown(b *testing.B) {
 		_ = MarkdownWith(d, MarkdownOptions{Mermaid: true})
 	}
 }
+
+// TestRequiredOnly: the last elision step alone gives a schema-valid
+// document of every shape, far below the bound, keeping counts and notes.
+func TestRequiredOnly(t *testing.T) {
+	for name, run := range map[string]Run{
+		"result":    worstRun(ctl(2000), 50),
+		"error":     func() Run { r := worstRun(ctl(2000), 50); r.Error = ErrSandboxFailed; return r }(),
+		"auth":      func() Run { r := worstRun(ctl(2000), 50); r.AuthReason = AuthExpired; return r }(),
+		"cancelled": func() Run { r := worstRun(ctl(2000), 50); r.Cancelled = true; return r }(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := Finish(run, nil)
+			r := requiredOnly(d)
+			r.Elided = append(r.Elided, ElidedPrefix+"required_only: test")
+			var b bytes.Buffer
+			if err := writeJSON(&b, r); err != nil {
+				t.Fatal(err)
+			}
+			validate(t, b.Bytes())
+			if b.Len() > DocumentBytes/4 {
+				t.Errorf("required keys alone take %d bytes", b.Len())
+			}
+			m := decode(t, b.Bytes())
+			if m["receipts"] != nil && m["receipts"].(map[string]any)["total"].(float64) != 50 {
+				t.Errorf("receipts total lost: %v", m["receipts"])
+			}
+			if om := m["iterations_omitted"]; om == nil || om.(float64) < 6 {
+				t.Errorf("iterations_omitted = %v, want the dropped iterations counted", om)
+			}
+		})
+	}
+}
