@@ -68,6 +68,20 @@ const (
 	LabelOwner = "goalrun.owner"
 )
 
+// relayUser is the user of the agent container's main process (the
+// relay). When goalrun runs as root it is nobody (65534), another user than
+// the steps', so an agent cannot kill the relay (it has no CAP_KILL); the
+// proxy sockets are given to that user alone. Otherwise it is goalrun's own
+// uid:gid, the only user (besides root) that can connect to sockets in a
+// 0700 folder goalrun owns: no other local user can borrow the proxy and its
+// key injection.
+func relayUser() string {
+	if os.Getuid() == 0 {
+		return "65534:65534"
+	}
+	return strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+}
+
 // Relay ports inside the agent container in egress mode: the forward proxy,
 // then one port per Config.Upstreams entry.
 const (
@@ -647,11 +661,15 @@ func (d *Docker) createAgent(ctx context.Context) error {
 		go func() { chowned <- d.chownVolumeRoot(ctx) }()
 	}
 
+	mainUser := d.user
+	if d.cfg.RelayBinary != "" {
+		mainUser = relayUser()
+	}
 	cfg := &container.Config{
 		Image:      d.imageID,
 		Cmd:        d.relayCmd,
 		Entrypoint: []string{},
-		User:       d.user,
+		User:       mainUser,
 		WorkingDir: DockerRoot,
 		Env:        []string{"HOME=" + d.home},
 		Labels:     d.labels("agent"),
@@ -737,6 +755,9 @@ func (d *Docker) readPosture(ctx context.Context) error {
 	p.ImageDigest = d.digest
 	p.Root = DockerRoot
 	p.Workspace = d.wsMode
+	// Steps run as d.user (every exec and check container names it); the
+	// agent container's own user is the relay's when there is one.
+	p.User = d.user
 	if d.egress != nil && p.Network == NetworkNone {
 		p.Network = NetworkEgress
 		p.EgressAllowlist = d.egress.proxy.Allowlist()

@@ -61,7 +61,7 @@ func TestAttackNoResolverNoNetwork(t *testing.T) {
 			{"resolve a name", "nslookup example.com"},
 			{"resolve localhost's neighbour", "nslookup goalrun-test.invalid 127.0.0.11"},
 			{"connect to an IP literal", "nc -w 2 1.1.1.1 443 </dev/null"},
-			{"connect to the metadata address", "wget -q -T 2 -O- http://169.254.169.254/"},
+			{"connect to the metadata address", "timeout 10 wget -q -O- http://169.254.169.254/"},
 			{"an interface besides lo", "grep -v -E '^ *(lo|Inter|face)' /proc/net/dev | grep :"},
 		} {
 			t.Run(role.String()+" "+tc.name, func(t *testing.T) {

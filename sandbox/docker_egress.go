@@ -102,32 +102,27 @@ func (d *Docker) startEgress(ctx context.Context) (*dockerEgress, error) {
 // it, for Reap.
 const ownerFile = "owner"
 
-// shareSockets lets the sandbox user, and only it, connect: the folder and
-// sockets belong to that user when goalrun can arrange it; otherwise the
-// sockets are world-connectable inside a folder nobody can list.
+// shareSockets lets the relay's user (relayUser), and only it, connect:
+// the folder (0700) and the sockets (0600) belong to that user.
 func (d *Docker) shareSockets(e *dockerEgress) error {
-	me := os.Getuid()
-	switch {
-	case me == d.uid:
-		return os.Chmod(e.dir, 0o700)
-	case me == 0:
-		for _, n := range e.sockets {
-			if err := os.Chown(filepath.Join(e.dir, n), d.uid, d.gid); err != nil {
+	uid, gid, _ := parseUser(relayUser())
+	for _, n := range e.sockets {
+		p := filepath.Join(e.dir, n)
+		if err := os.Chmod(p, 0o600); err != nil {
+			return fmt.Errorf("sandbox: docker: egress socket: %w", err)
+		}
+		if uid != os.Getuid() {
+			if err := os.Chown(p, uid, gid); err != nil {
 				return fmt.Errorf("sandbox: docker: egress socket: %w", err)
 			}
 		}
-		if err := os.Chown(e.dir, d.uid, d.gid); err != nil {
+	}
+	if uid != os.Getuid() {
+		if err := os.Chown(e.dir, uid, gid); err != nil {
 			return fmt.Errorf("sandbox: docker: egress socket folder: %w", err)
 		}
-		return os.Chmod(e.dir, 0o700)
-	default:
-		for _, n := range e.sockets {
-			if err := os.Chmod(filepath.Join(e.dir, n), 0o666); err != nil {
-				return fmt.Errorf("sandbox: docker: egress socket: %w", err)
-			}
-		}
-		return os.Chmod(e.dir, 0o711)
 	}
+	return os.Chmod(e.dir, 0o700)
 }
 
 // socketBase picks the folder for the per-run socket folder: Config.SocketDir,

@@ -170,7 +170,7 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 	}
 	pidFile := fmt.Sprintf("%s/goalrun-step-%d.pid", stepPidDir, seq)
 	argv := append([]string{"sh", "-c", stepWrapper, "goalrun-step", pidFile}, cmd.Args...)
-	ec, err := d.cli.ContainerExecCreate(ctx, d.agentID, container.ExecOptions{
+	opts := container.ExecOptions{
 		User:         d.user,
 		Env:          mergeEnv(d.agentEnv, cmd.Env),
 		WorkingDir:   dir,
@@ -178,7 +178,19 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 		AttachStdin:  cmd.Stdin != nil,
 		AttachStdout: true,
 		AttachStderr: true,
-	})
+	}
+	ec, err := d.cli.ContainerExecCreate(ctx, d.agentID, opts)
+	if err != nil && strings.Contains(err.Error(), "is not running") {
+		// The container's main process ended (the relay died): start it
+		// again and retry once.
+		d.mu.Lock()
+		d.agentDead = true
+		d.mu.Unlock()
+		if err := d.ensureAgent(ctx); err != nil {
+			return Result{}, err
+		}
+		ec, err = d.cli.ContainerExecCreate(ctx, d.agentID, opts)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: docker: creating the agent step %q: %w", cmd.Args[0], err)
 	}
