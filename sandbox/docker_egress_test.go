@@ -69,7 +69,7 @@ func TestDockerEgress(t *testing.T) {
 
 	cli := dockertest.Client(t)
 	sb, _ := startDocker(t, sandbox.Config{
-		Network:     sandbox.NetworkEgress,
+		Network: sandbox.NetworkEgress,
 		// rebind.test and metadata.test are allowed by name but resolve to
 		// a private and the metadata address: the proxy must refuse them
 		// on what it would dial.
