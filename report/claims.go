@@ -448,7 +448,7 @@ func toolOps(tool string) map[string]bool {
 }
 
 var (
-	reTestCmd = regexp.MustCompile(`(?i)(^|[\s;&|('"` + "`" + `])(go\s+test|gotestsum|py\.?test|python\d?(\.\d+)?\s+-m\s+(pytest|unittest)|tox|nox|(npm|yarn|pnpm|bun)\s+(run\s+)?test[\w:.-]*|npm\s+t|npx\s+(jest|vitest|mocha|playwright\s+test)|jest|vitest|mocha|cargo\s+(test|nextest)|make\s+(test|tests|check|unittest|test-\S+)|ctest|mvn\s+(\S+\s+)*(test|verify)|(\./)?gradlew?\s+(\S+\s+)*test|dotnet\s+test|rspec|rake\s+test|phpunit|mix\s+test|deno\s+test|swift\s+test|zig\s+build\s+test|bazel\s+test|meson\s+test|stack\s+test|cabal\s+test|dune\s+test|\S*run[_-]tests?(\.\w+)?|\S*/test\.sh)($|[\s;&|)'"` + "`" + `])`)
+	reTestCmd = regexp.MustCompile(`(?i)(^|[\s;&|('"` + "`" + `])(go\s+test|gotestsum|py\.?test|python\d?(\.\d+)?\s+-m\s+(pytest|unittest)|tox|nox|(npm|yarn|pnpm|bun)\s+(run\s+)?test[\w:.-]*|npm\s+t|npx\s+(jest|vitest|mocha|playwright\s+test)|jest|vitest|mocha|cargo\s+(test|nextest)|make\s+(\S+\s+)*(test|tests|check|unittest|test-\S+)|ctest|mvn\s+(\S+\s+)*(test|verify)|(\./)?gradlew?\s+(\S+\s+)*test|dotnet\s+test|rspec|rake\s+test|phpunit|mix\s+test|deno\s+test|swift\s+test|zig\s+build\s+test|bazel\s+test|meson\s+test|stack\s+test|cabal\s+test|dune\s+test|\S*run[_-]tests?(\.\w+)?|\S*/test\.sh)($|[\s;&|)'"` + "`" + `])`)
 	reCommit  = regexp.MustCompile(`(?i)\bgit\b[^;&|]*\bcommit\b`)
 	rePush    = regexp.MustCompile(`(?i)\bgit\b[^;&|]*\bpush\b`)
 	rePR      = regexp.MustCompile(`(?i)\bgh\s+pr\s+create\b|\bhub\s+pull-request\b|\bglab\s+mr\s+create\b`)

@@ -174,6 +174,13 @@ func TestClaimsExtractionRules(t *testing.T) {
 		{"telegraphic PR", "Branch pushed, PR opened.", []string{"pushed", "opened_pr"}},
 		{"verified with tests", "Verified with the existing unit tests.", []string{"ran_tests"}},
 		{"checked a test file", "I checked the test file for typos.", nil},
+		{"PR link in a list", "Done:\n- PR: https://github.com/acme/app/pull/88", []string{"opened_pr"}},
+		{"passive test run", "The tests have been run.", []string{"ran_tests"}},
+		{"made a new file", "I made new file `utils/date.ts`.", []string{"created_file:utils/date.ts"}},
+		{"make with targets", "I've run `make lint test` and both targets succeed.", []string{"ran_tests", "tests_pass"}},
+		{"file line in a change report", "Summary of edits:\n* `docs/api.md` — documented the endpoint\n* `api/x.ts` — new handler",
+			[]string{"edited_file:docs/api.md", "created_file:api/x.ts"}},
+		{"file line outside a change report", "* `docs/api.md` — documents the endpoint", nil},
 		{"advice heading", "## Next steps\n- Commit the change\n- Pushed? not yet", nil},
 	}
 	for _, c := range cases {

@@ -49,6 +49,7 @@ var (
 	reHeading     = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
 	reListItem    = regexp.MustCompile(`^\s*(?:[-*+•]|\d{1,3}[.)])\s+(.*)$`)
 	reBoldHeading = regexp.MustCompile(`^\s*(?:\*\*|__)([^*_]{1,80}?):?(?:\*\*|__):?\s*$`)
+	rePRLink      = regexp.MustCompile(`(?i)^\s*(pr|pull request|merge request|mr)\s*[:=]\s*(https?://\S+/(pull|pulls|merge_requests)/\d+|#\d+)\b`)
 	reTableSep    = regexp.MustCompile(`^\s*\|?[\s:|-]+\|[\s:|-]*$`)
 	reCheckbox    = regexp.MustCompile(`^\[([ xX✓✔])\]\s*`)
 	reAdviceCtx   = regexp.MustCompile(`(?i)\b(next( steps?)?|todo|to[ -]do|remaining|follow[ -]?ups?|recommend\w*|suggest\w*|you (can|should|may|might|need|could|will|must)|you'll|to verify|verify|how to|manual\w*|not (yet )?done|open questions?|plan|planned|before merging|what's left|left to do|outstanding|pending|future|known issues?|limitations?|caveats?|to test|steps to|would|could|should|consider|optional|ideas?)\b`)
@@ -563,6 +564,10 @@ var adviceStarts = setOf("run", "rerun", "re-run", "verify", "check", "confirm",
 func analyseUnit(u unitText, pos *int) []rawClaim {
 	m := mask(u.text)
 	var out []rawClaim
+	if rePRLink.MatchString(m.text) {
+		*pos++
+		return []rawClaim{{kind: ClaimOpenedPR, excerpt: m.restore(m.text), pos: *pos}}
+	}
 	if mt := reKV.FindStringSubmatch(m.text); mt != nil {
 		*pos++
 		if k := kvKind(strings.ToLower(mt[2])); k != "" {
@@ -726,6 +731,19 @@ func (a *analysis) blocked(i int, actor bool) bool {
 	return false
 }
 
+// passiveAux reports whether a passive auxiliary (been, was, were, is,
+// are) directly precedes token i.
+func (a *analysis) passiveAux(i int) bool {
+	if i-1 < a.start {
+		return false
+	}
+	switch a.toks[i-1].w {
+	case "been", "was", "were", "is", "are":
+		return true
+	}
+	return false
+}
+
 // hasAux reports whether an auxiliary precedes token i within 3 words.
 func (a *analysis) hasAux(i int) bool {
 	for j := i - 1; j >= max(a.start, i-3); j-- {
@@ -780,6 +798,14 @@ func (a *analysis) claims() []rawClaim {
 	}
 	out = append(out, a.noFailures()...)
 	out = append(out, a.prState()...)
+	if a.key != "" && a.unit.ctx == ctxChanges && !namesFile(out, a.key) {
+		// "`docs/api.md` — documented the endpoint" in a change report
+		kind := ClaimEditedFile
+		if fw := a.firstWord(); fw >= 0 && (a.toks[fw].w == "new" || a.toks[fw].w == "added" || a.toks[fw].w == "created") {
+			kind = ClaimCreatedFile
+		}
+		out = append(out, rawClaim{kind: kind, file: a.key})
+	}
 	out = append(out, a.testRun()...)
 	return out
 }
@@ -790,11 +816,21 @@ func (a *analysis) claims() []rawClaim {
 func (a *analysis) madeWork(from int) bool {
 	for j := from; j < min(len(a.toks), from+3); j++ {
 		switch a.toks[j].w {
-		case "commit", "commits", "change", "changes", "edit", "edits", "fix", "fixes", "modification", "modifications", "correction", "corrections":
+		case "commit", "commits", "change", "changes", "edit", "edits", "fix", "fixes", "modification", "modifications", "correction", "corrections", "new":
 			return true
 		}
 		if a.boundary(j) {
 			return false
+		}
+	}
+	return false
+}
+
+// namesFile reports whether a claim names file f.
+func namesFile(cs []rawClaim, f string) bool {
+	for _, c := range cs {
+		if c.file == f {
+			return true
 		}
 	}
 	return false
@@ -819,7 +855,10 @@ func (a *analysis) claimAt(i, class, end int) []rawClaim {
 		}
 		return nil
 	case tRun:
-		if !a.blocked(i, true) && a.testObject(i+1, min(end+4, i+10)) {
+		if a.blocked(i, true) {
+			return nil
+		}
+		if a.testObject(i+1, min(end+4, i+10)) || (a.passiveAux(i) && a.testSubject(i)) { // "ran the tests", "the tests have been run"
 			return []rawClaim{{kind: ClaimRanTests}}
 		}
 		return nil
