@@ -19,6 +19,7 @@ import (
 
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/report/reporttest"
+	"github.com/goalrun/goalrun/sandbox"
 )
 
 // goalrunBin is the goalrun binary built once for the whole package, so the
@@ -570,5 +571,60 @@ func TestVersionAndHelp(t *testing.T) {
 		if !bytes.Contains(r.stdout, []byte("-"+name)) {
 			t.Errorf("run --help does not list -%s", name)
 		}
+	}
+}
+
+// dockerEngine skips the test when no Docker Engine answers, unless
+// GOALRUN_REQUIRE_DOCKER=1 (CI), which makes it fail instead.
+func dockerEngine(t *testing.T) {
+	t.Helper()
+	cli, err := sandbox.NewDockerClient()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = cli.Ping(ctx)
+		cancel()
+		cli.Close()
+	}
+	if err != nil {
+		if os.Getenv("GOALRUN_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("docker engine unavailable and GOALRUN_REQUIRE_DOCKER=1: %v", err)
+		}
+		t.Skipf("docker engine unavailable: %v", err)
+	}
+}
+
+// TestDockerSandboxEndToEnd runs goalrun with the default --sandbox docker
+// (the default image built from this machine's busybox, the command agent,
+// network none): the posture is Docker's, read back from the Engine.
+func TestDockerSandboxEndToEnd(t *testing.T) {
+	dockerEngine(t)
+	ws := t.TempDir()
+	r := goalrun(t, ws, nil, "run", "--json", "--agent", "command",
+		"--agent-bin", "echo fixed > fixed; id -u", "--until", "test -s fixed")
+	d := r.doc(t)
+	evs := r.events(t)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for path, want := range map[string]any{
+		"goal/passed": true, "goal/grounded": true, "goal/iterations": 1.0,
+		"sandbox/mode": "docker", "sandbox/network": "none", "sandbox/read_only_rootfs": true,
+	} {
+		if got := get(d, strings.Split(path, "/")...); got != want {
+			t.Errorf("%s = %v, want %v", path, got, want)
+		}
+	}
+	if s, _ := d["summary"].(string); strings.TrimSpace(s) == "0" {
+		t.Errorf("the agent ran as root in the container")
+	}
+	for _, e := range evs {
+		if e.Type == report.EventSandboxReady {
+			if id, _ := e.Data["container_id"].(string); len(id) != 12 {
+				t.Errorf("sandbox_ready container_id %q", id)
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "fixed")); err != nil || string(b) != "fixed\n" {
+		t.Errorf("the agent's write is not in the host workspace: %q %v", b, err)
 	}
 }

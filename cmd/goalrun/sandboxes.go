@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -137,12 +138,14 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox
 	// Leftovers of dead runs; a failure here must not stop this run.
 	_, _ = sandbox.Reap(ctx, cli, rc.timeout)
 
-	exe, err := os.Executable()
-	if err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("finding goalrun's own executable for the egress relay: %w", err)
+	if cfg.Network == sandbox.NetworkEgress {
+		exe, err := relayBinary()
+		if err != nil {
+			cli.Close()
+			return nil, err
+		}
+		cfg.RelayBinary = exe
 	}
-	cfg.RelayBinary = exe
 	var agentBin string
 	if cfg.Image == "" {
 		var libsFor []string
@@ -174,6 +177,27 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox
 		return nil, err
 	}
 	return &dockerSandbox{Docker: sb, close: cli.Close, bin: agentBin}, nil
+}
+
+// relayBinary is goalrun's own executable, which runs the egress relay
+// inside the container: it must be statically linked (the container has no
+// C library).
+func relayBinary() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding goalrun's own executable for the egress relay: %w", err)
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		return "", fmt.Errorf("reading goalrun's own executable %s for the egress relay: %w", exe, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "", fmt.Errorf("goalrun's own executable %s is dynamically linked, so it cannot run the egress relay inside the container; build goalrun with CGO_ENABLED=0", exe)
+		}
+	}
+	return exe, nil
 }
 
 // nativeAgent finds the agent's native executable on the host, to mount it
