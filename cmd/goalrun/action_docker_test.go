@@ -195,7 +195,8 @@ func actionImage(t *testing.T) string {
 }
 
 // buildContext copies the repository's files (tracked and untracked, not
-// ignored) to a temporary folder and vendors the modules into it.
+// ignored by git or .dockerignore) to a temporary folder and vendors the
+// modules into it.
 func buildContext(t *testing.T) string {
 	t.Helper()
 	root := repoRoot(t)
@@ -205,6 +206,9 @@ func buildContext(t *testing.T) string {
 	}
 	dst := t.TempDir()
 	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		if dockerIgnored(rel) {
+			continue
+		}
 		src := filepath.Join(root, rel)
 		fi, err := os.Lstat(src)
 		if err != nil || !fi.Mode().IsRegular() {
@@ -227,6 +231,19 @@ func buildContext(t *testing.T) string {
 		t.Fatalf("go mod vendor: %v\n%s", err, b)
 	}
 	return dst
+}
+
+// dockerIgnored applies the repository's .dockerignore (.git, .ci,
+// .github, **/*_test.go) so the copied context is exactly what `docker
+// build` sends — and what act, which does not read .dockerignore, sends too,
+// so both builds share Docker's layer cache.
+func dockerIgnored(rel string) bool {
+	first, _, _ := strings.Cut(rel, "/")
+	switch first {
+	case ".git", ".ci", ".github":
+		return true
+	}
+	return strings.HasSuffix(rel, "_test.go")
 }
 
 // contextHash hashes the build context's paths and contents.
@@ -401,6 +418,30 @@ func TestActionContainer(t *testing.T) {
 	for _, e := range entries {
 		if e[0] == "document" && e[1] != filepath.Join(tmp, "_github_workflow", "goalrun-goalrun.json") {
 			t.Errorf("document output %q is not the host path", e[1])
+		}
+	}
+}
+
+// TestDockerignoreMatchesBuildContext keeps dockerIgnored equal to
+// .dockerignore's patterns.
+func TestDockerignoreMatchesBuildContext(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, line)
+		}
+	}
+	if got, want := strings.Join(patterns, " "), ".git .ci .github **/*_test.go"; got != want {
+		t.Errorf(".dockerignore patterns %q, dockerIgnored implements %q: update both", got, want)
+	}
+	for rel, want := range map[string]bool{".git/config": true, ".ci/run": true, "cmd/goalrun/action_test.go": true,
+		"cmd/goalrun/action.go": false, "report/github/githubtest/testdata/PROVENANCE.md": false, "go.mod": false} {
+		if dockerIgnored(rel) != want {
+			t.Errorf("dockerIgnored(%q) = %v", rel, !want)
 		}
 	}
 }
