@@ -1,5 +1,7 @@
 package sandbox
 
+import "time"
+
 // Network is a sandbox network mode (sandbox.md, "Network").
 type Network string
 
@@ -124,6 +126,11 @@ type Config struct {
 	// process without egress. Required for NetworkEgress; without it the
 	// other modes idle on the image's own sh.
 	RelayBinary string
+	// Lifetime is how long the run may last at most (the run's timeout);
+	// the Docker sandbox labels what it creates with the time it expires
+	// (LabelExpires), so Reap in another goalrun never removes a live run's
+	// objects early. 0 means unknown: Reap then decides by age alone.
+	Lifetime time.Duration
 	// SocketDir is the folder in which the per-run folder of the egress
 	// proxy's Unix sockets is made (Docker, egress only); "" means
 	// os.TempDir(), or, when goalrun runs in a container, the first folder

@@ -66,7 +66,15 @@ const (
 	// LabelOwner identifies the goalrun process that created the object:
 	// "<hostname>/<pid>/<process start time in clock ticks>".
 	LabelOwner = "goalrun.owner"
+	// LabelExpires is when the run's objects are leftovers at the latest
+	// (Unix seconds): start + Config.Lifetime + expiryGrace. Absent when
+	// the lifetime is unknown.
+	LabelExpires = "goalrun.expires"
 )
+
+// expiryGrace is added to Config.Lifetime for LabelExpires: the run's
+// clean-up after its timeout, and clock differences between hosts.
+const expiryGrace = 10 * time.Minute
 
 // relayUser is the user of the agent container's main process (the
 // relay). When goalrun runs as root it is nobody (65534), another user than
@@ -131,6 +139,7 @@ type Docker struct {
 	checkEnv   []string
 	relayCmd   []string // main process of the agent container
 	owner      string
+	expires    string // LabelExpires, "" when the lifetime is unknown
 	secrets    []string
 	egress     *dockerEgress // nil unless NetworkEgress
 	postureFix Posture       // inspected once at start
@@ -233,6 +242,9 @@ func StartDocker(ctx context.Context, cli DockerAPI, cfg Config, options ...Dock
 		closing: make(chan struct{}),
 		checks:  map[string]struct{}{},
 		owner:   ownerLabel(opts.hostname),
+	}
+	if cfg.Lifetime > 0 {
+		d.expires = strconv.FormatInt(opts.now().Add(cfg.Lifetime+expiryGrace).Unix(), 10)
 	}
 	if err := d.start(ctx); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
@@ -499,7 +511,11 @@ func (d *Docker) setupNetwork(ctx context.Context) error {
 
 // labels returns the labels of an object the run creates.
 func (d *Docker) labels(role string) map[string]string {
-	return map[string]string{LabelRun: d.cfg.RunID, LabelRole: role, LabelOwner: d.owner}
+	l := map[string]string{LabelRun: d.cfg.RunID, LabelRole: role, LabelOwner: d.owner}
+	if d.expires != "" {
+		l[LabelExpires] = d.expires
+	}
+	return l
 }
 
 func (d *Docker) track(f func(*createdSet)) {

@@ -107,7 +107,7 @@ func TestDockerRemoteEngineCopyMode(t *testing.T) {
 	must(os.Symlink("a.txt", filepath.Join(ws, "link")))
 	keep, _ := os.Stat(filepath.Join(ws, "sub", "deep", "keep.txt"))
 
-	cfg := sandbox.Config{RunID: dockertest.RunID(t), Image: dockertest.Image(t, cli), Workspace: ws, WorkspaceMode: sandbox.WorkspaceCopy}
+	cfg := sandbox.Config{RunID: dockertest.RunID(t), Image: dockertest.Image(t, cli), Workspace: ws, WorkspaceMode: sandbox.WorkspaceCopy, Lifetime: testLifetime}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sb, err := sandbox.StartDocker(ctx, cli, cfg)
@@ -163,7 +163,7 @@ func TestDockerAutoCopiesRootOwnedWorkspace(t *testing.T) {
 	}
 	cli := dockertest.Client(t)
 	ws := t.TempDir()
-	cfg := sandbox.Config{RunID: dockertest.RunID(t), Image: dockertest.Image(t, cli), Workspace: ws, WorkspaceMode: sandbox.WorkspaceBind}
+	cfg := sandbox.Config{RunID: dockertest.RunID(t), Image: dockertest.Image(t, cli), Workspace: ws, WorkspaceMode: sandbox.WorkspaceBind, Lifetime: testLifetime}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if sb, err := sandbox.StartDocker(ctx, cli, cfg); err == nil {

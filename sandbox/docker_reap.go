@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -31,12 +32,15 @@ func (r ReapReport) Total() int {
 // Reap removes what dead goalrun runs left behind: containers, networks and
 // volumes labelled goalrun.run (LabelRun), and goalrun-egress-* socket
 // folders in os.TempDir(). An object is a leftover when the goalrun process
-// that made it (LabelOwner) ran on this host and is gone, or, for owners
-// elsewhere (another container, another machine), when it is older than
-// olderThan (pass the run timeout: no live run is older). Objects of live
-// goalrun processes on this host are never touched, whatever their age.
-// cmd calls it at start-up, so a run killed with SIGKILL is cleaned by the
-// next one.
+// that made it (LabelOwner) is known to be gone: it ran on this host and its
+// pid no longer runs (or was reused), or it ran in a container of this
+// Engine (a container-action run; its host name is the container's short
+// id) that no longer runs. When the owner cannot be checked (another
+// machine), the object is a leftover once its run expired (LabelExpires,
+// set from Config.Lifetime) or, without that label, once it is older than
+// olderThan (pass the run timeout). Objects of live goalrun processes are
+// never touched, whatever their age. cmd calls it at start-up, so a run
+// killed with SIGKILL is cleaned by the next one.
 //
 // It returns what it removed and the first error (listing or removing),
 // having tried everything else.
@@ -51,12 +55,20 @@ func Reap(ctx context.Context, cli DockerAPI, olderThan time.Duration) (ReapRepo
 func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host string, now time.Time) (ReapReport, error) {
 	var rep ReapReport
 	var errs []error
+	containerOwners := map[string]ownerStatus{}
 	leftover := func(labels map[string]string, created time.Time) bool {
-		switch ownerState(labels[LabelOwner], host) {
+		st := ownerState(labels[LabelOwner], host)
+		if st == ownerUnknown {
+			st = containerOwnerState(ctx, cli, labels[LabelOwner], containerOwners)
+		}
+		switch st {
 		case ownerAlive:
 			return false
 		case ownerDead:
 			return true
+		}
+		if exp, err := strconv.ParseInt(labels[LabelExpires], 10, 64); err == nil {
+			return now.Unix() > exp
 		}
 		return !created.IsZero() && now.Sub(created) > olderThan
 	}
@@ -126,6 +138,36 @@ func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host stri
 		rep.Dirs = append(rep.Dirs, dir)
 	}
 	return rep, errors.Join(errs...)
+}
+
+// containerID12 matches the host name Docker gives a container: the first
+// 12 hex digits of its id.
+var containerID12 = regexp.MustCompile(`^[0-9a-f]{12}$`)
+
+// containerOwnerState checks an owner whose host name is a container's short
+// id on this Engine: gone or stopped means dead; running means alive (its
+// pid cannot be checked from here). Results are cached per host in seen.
+func containerOwnerState(ctx context.Context, cli DockerAPI, owner string, seen map[string]ownerStatus) ownerStatus {
+	host, _, _ := strings.Cut(owner, "/")
+	if !containerID12.MatchString(host) {
+		return ownerUnknown
+	}
+	if st, ok := seen[host]; ok {
+		return st
+	}
+	st := ownerUnknown
+	c, err := cli.ContainerInspect(ctx, host)
+	switch {
+	case errdefs.IsNotFound(err):
+		st = ownerDead
+	case err == nil && c.ContainerJSONBase != nil && strings.HasPrefix(c.ID, host) && c.State != nil:
+		st = ownerDead
+		if c.State.Running {
+			st = ownerAlive
+		}
+	}
+	seen[host] = st
+	return st
 }
 
 // ownerLabel is the LabelOwner value of this process:

@@ -34,6 +34,11 @@ func TestMain(m *testing.M) {
 // testUID is the sandbox user of the Docker tests.
 const testUID, testGID = 1000, 1000
 
+// testLifetime is the Config.Lifetime of test sandboxes: other goalrun
+// processes on the same Engine (other packages' tests run in parallel) must
+// not reap them while they run.
+const testLifetime = time.Hour
+
 // startDocker starts a Docker sandbox for cfg (filling in what is missing:
 // run id, image, a workspace owned by the sandbox user) and closes it when
 // the test ends.
@@ -48,6 +53,9 @@ func startDocker(t *testing.T, cfg sandbox.Config, opts ...sandbox.DockerOption)
 	}
 	if cfg.Workspace == "" {
 		cfg.Workspace = dockertest.Workspace(t, testUID, testGID)
+	}
+	if cfg.Lifetime == 0 {
+		cfg.Lifetime = testLifetime
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -150,6 +158,7 @@ func TestDockerConformance(t *testing.T) {
 	sandboxtest.Run(t, func(t *testing.T, cfg sandbox.Config) sandbox.Sandbox {
 		cfg.Image = image
 		cfg.RunID = dockertest.RunID(t)
+		cfg.Lifetime = testLifetime
 		dockertest.Chown(t, cfg.Workspace, testUID, testGID)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()

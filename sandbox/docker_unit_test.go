@@ -3,6 +3,7 @@ package sandbox
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,9 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/errdefs"
 )
 
 func TestArchiveRel(t *testing.T) {
@@ -399,4 +403,110 @@ func writeTemp(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// fakeEngine implements the few DockerAPI calls reap makes; any other call
+// panics (the embedded interface is nil).
+type fakeEngine struct {
+	DockerAPI
+	containers []container.Summary
+	networks   []network.Summary
+	volumes    []*volume.Volume
+	running    map[string]bool // container id → running, for owner checks
+	removed    []string
+}
+
+func (f *fakeEngine) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	return f.containers, nil
+}
+func (f *fakeEngine) ContainerRemove(_ context.Context, id string, _ container.RemoveOptions) error {
+	f.removed = append(f.removed, "container "+id)
+	return nil
+}
+func (f *fakeEngine) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
+	return f.networks, nil
+}
+func (f *fakeEngine) NetworkRemove(_ context.Context, id string) error {
+	f.removed = append(f.removed, "network "+id)
+	return nil
+}
+func (f *fakeEngine) VolumeList(context.Context, volume.ListOptions) (volume.ListResponse, error) {
+	return volume.ListResponse{Volumes: f.volumes}, nil
+}
+func (f *fakeEngine) VolumeRemove(_ context.Context, id string, _ bool) error {
+	f.removed = append(f.removed, "volume "+id)
+	return nil
+}
+func (f *fakeEngine) ContainerInspect(_ context.Context, id string) (container.InspectResponse, error) {
+	for full, run := range f.running {
+		if strings.HasPrefix(full, id) {
+			return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: full, State: &container.State{Running: run}}}, nil
+		}
+	}
+	return container.InspectResponse{}, errdefs.NotFound(errors.New("no such container"))
+}
+
+func TestReapDecisions(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	me := ownerLabel("thishost")
+	parts := strings.Split(me, "/")
+	deadHere := "thishost/2147483646/1"
+	reusedPid := "thishost/" + parts[1] + "/1"
+	liveCtr, deadCtr, goneCtr := "aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"
+	old := now.Add(-2 * time.Hour)
+	fresh := now.Add(-time.Minute)
+	c := func(id, owner string, created time.Time, extra ...string) container.Summary {
+		l := map[string]string{LabelRun: "r-" + id, LabelOwner: owner}
+		if len(extra) == 2 {
+			l[extra[0]] = extra[1]
+		}
+		return container.Summary{ID: id + "0000000000000000", Labels: l, Created: created.Unix()}
+	}
+	f := &fakeEngine{
+		running: map[string]bool{liveCtr + "ffff": true, deadCtr + "ffff": false},
+		containers: []container.Summary{
+			c("live-mine-old", me, old),
+			c("dead-here-fresh", deadHere, fresh),
+			c("reused-pid", reusedPid, fresh),
+			c("elsewhere-old", "otherhost/1/1", old),
+			c("elsewhere-fresh", "otherhost/1/1", fresh),
+			c("elsewhere-old-not-expired", "otherhost/1/1", old, LabelExpires, fmt.Sprint(now.Add(time.Hour).Unix())),
+			c("elsewhere-fresh-expired", "otherhost/1/1", fresh, LabelExpires, fmt.Sprint(now.Add(-time.Second).Unix())),
+			c("in-live-container", liveCtr+"/7/1", old),
+			c("in-stopped-container", deadCtr+"/7/1", fresh),
+			c("in-gone-container", goneCtr+"/7/1", fresh),
+			c("no-owner-old", "", old),
+		},
+		networks: []network.Summary{
+			{ID: "n1", Name: "net-dead", Labels: map[string]string{LabelRun: "r", LabelOwner: deadHere}, Created: fresh},
+			{ID: "n2", Name: "net-live", Labels: map[string]string{LabelRun: "r", LabelOwner: me}, Created: old},
+		},
+		volumes: []*volume.Volume{
+			{Name: "vol-old", Labels: map[string]string{LabelRun: "r", LabelOwner: "otherhost/1/1"}, CreatedAt: old.Format(time.RFC3339)},
+			{Name: "vol-fresh", Labels: map[string]string{LabelRun: "r", LabelOwner: "otherhost/1/1"}, CreatedAt: fresh.Format(time.RFC3339)},
+		},
+	}
+	rep, err := reap(context.Background(), f, 30*time.Minute, "thishost", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"container dead-here-fr", "container reused-pid00", "container elsewhere-ol", "container elsewhere-fr",
+		"container in-stopped-c", "container in-gone-cont", "container no-owner-old",
+		"network n1", "volume vol-old",
+	}
+	var got []string
+	for _, r := range f.removed {
+		kind, id, _ := strings.Cut(r, " ")
+		if kind == "container" {
+			id = id[:12]
+		}
+		got = append(got, kind+" "+id)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("removed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if rep.Total() != len(want) {
+		t.Errorf("report total %d, want %d", rep.Total(), len(want))
+	}
 }

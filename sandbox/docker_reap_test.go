@@ -1,0 +1,153 @@
+package sandbox_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/goalrun/goalrun/sandbox"
+	"github.com/goalrun/goalrun/sandbox/dockertest"
+)
+
+// leftovers lists what carries an owner label of pid on this host:
+// containers, volumes, networks and egress socket folders.
+func leftovers(t *testing.T, cli sandbox.DockerAPI, pid int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	host, _ := os.Hostname()
+	if h := os.Getenv("HOSTNAME"); h != "" {
+		host = h
+	}
+	prefix := fmt.Sprintf("%s/%d/", host, pid)
+	f := filters.NewArgs(filters.Arg("label", sandbox.LabelRun))
+	var out []string
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if strings.HasPrefix(c.Labels[sandbox.LabelOwner], prefix) {
+			out = append(out, "container "+c.Labels[sandbox.LabelRole])
+		}
+	}
+	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs.Volumes {
+		if strings.HasPrefix(v.Labels[sandbox.LabelOwner], prefix) {
+			out = append(out, "volume "+v.Name)
+		}
+	}
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ns {
+		if strings.HasPrefix(n.Labels[sandbox.LabelOwner], prefix) {
+			out = append(out, "network "+n.Name)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "goalrun-egress-*"))
+	for _, d := range dirs {
+		if b, err := os.ReadFile(filepath.Join(d, "owner")); err == nil && strings.HasPrefix(string(b), prefix) {
+			out = append(out, "socket folder "+d)
+		}
+	}
+	return out
+}
+
+// startKilled starts `goalrun run` with args, waits until its agent turn is
+// running (the agent_started event on stderr), kills it with SIGKILL and
+// returns its pid.
+func startKilled(t *testing.T, bin string, args ...string) int {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"run", "--json"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan bool, 1)
+	var lines []string
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if strings.Contains(sc.Text(), `"type":"agent_started"`) {
+				started <- true
+				break
+			}
+		}
+		close(started)
+		for sc.Scan() {
+		}
+	}()
+	select {
+	case ok := <-started:
+		if !ok {
+			cmd.Wait()
+			t.Fatalf("goalrun ended before its agent turn started:\n%s", strings.Join(lines, "\n"))
+		}
+	case <-time.After(3 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("goalrun's agent turn did not start within 3 minutes:\n%s", strings.Join(lines, "\n"))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	return cmd.Process.Pid
+}
+
+// TestReapAfterSIGKILL is the issue's "goalrun killed with SIGKILL mid-run:
+// the next goalrun start removes the leftovers": two real goalrun
+// processes are killed during their agent turns (one in egress mode with a
+// copied workspace: container, volume, socket folder; one on a bridge
+// network: container, network); the next goalrun run removes all of it at
+// start-up and passes.
+func TestReapAfterSIGKILL(t *testing.T) {
+	cli := dockertest.Client(t)
+	bin := dockertest.GoalrunBinary(t)
+	image := dockertest.Image(t, cli)
+	common := []string{"--sandbox", "docker", "--image", image, "--agent", "command", "--agent-bin", "sleep 600", "--until", "false", "--max-iterations", "1"}
+
+	pidEgress := startKilled(t, bin, append(common, "--network", "egress", "--allow-host", "example.com", "--workspace", "copy", "--workdir", t.TempDir())...)
+	pidBridge := startKilled(t, bin, append(common, "--network", "bridge", "--workdir", dockertest.Workspace(t, testUID, testGID))...)
+
+	left := append(leftovers(t, cli, pidEgress), leftovers(t, cli, pidBridge)...)
+	for _, want := range []string{"container agent", "volume ", "socket folder ", "network "} {
+		found := false
+		for _, l := range left {
+			found = found || strings.HasPrefix(l, want)
+		}
+		if !found {
+			t.Errorf("the killed runs left no %q (left: %q): the test does not prove the reap", want, left)
+		}
+	}
+
+	next := exec.Command(bin, "run", "--json", "--sandbox", "docker", "--image", image, "--agent", "command", "--agent-bin", "true", "--until", "true", "--workdir", dockertest.Workspace(t, testUID, testGID))
+	out, err := next.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the next goalrun run failed: %v\n%s", err, out)
+	}
+	if left := append(leftovers(t, cli, pidEgress), leftovers(t, cli, pidBridge)...); len(left) > 0 {
+		t.Errorf("after the next start these leftovers remain: %q", left)
+	}
+}
