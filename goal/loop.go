@@ -250,7 +250,9 @@ func (l *loop) run(parent context.Context) {
 func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 	it := report.Iteration{N: i}
 	step, tr, err := l.agentTurn(ctx, i)
-	l.out.AgentTurns = i
+	if err == nil || !errors.Is(err, sandbox.ErrNotStarted) {
+		l.out.AgentTurns = i // a turn whose agent never started is not a turn taken
+	}
 	it.Agent = &report.AgentStep{Status: tr.Status, Cause: tr.Cause, Turns: tr.Turns, Seconds: seconds(step.duration)}
 	record := func() { l.out.Iterations.Add(it) }
 

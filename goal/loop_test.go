@@ -565,6 +565,9 @@ func TestLoopSandboxFailures(t *testing.T) {
 			if out.Failure == nil || out.Failure.Code != tc.code || out.Passed {
 				t.Errorf("failure %+v passed %v, want %s", out.Failure, out.Passed, tc.code)
 			}
+			if want := map[string]int{report.ErrAgentNotFound: 0, report.ErrSandboxFailed: 1}[tc.code]; out.AgentTurns != want {
+				t.Errorf("agent turns %d, want %d", out.AgentTurns, want)
+			}
 		})
 	}
 }

@@ -228,6 +228,7 @@ func TestExitCodeFor(t *testing.T) {
 		{"bad input", report.StartupError(report.ErrBadInput, "x"), 2},
 		{"unknown agent", report.StartupError(report.ErrAgentNotFound, "x"), 2},
 		{"sandbox unavailable", report.StartupError(report.ErrSandboxUnavailable, "x"), 3},
+		{"interrupted before the run", report.StartupError(report.ErrCancelled, "x"), 130},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -139,6 +139,8 @@ func exitCodeFor(doc report.Document) int {
 		switch doc.Error {
 		case report.ErrBadInput, report.ErrAgentNotFound:
 			return exitBadInput
+		case report.ErrCancelled:
+			return exitInterrupted
 		}
 	}
 	return exitRunFailed
@@ -261,6 +263,10 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	start := eng.now()
 	sb, err := eng.sandboxes.start(ctx, cfg, sandboxConfig(cfg))
 	if err != nil {
+		if ctx.Err() != nil { // SIGINT/SIGTERM while the sandbox was starting
+			return fail(&startupError{code: report.ErrCancelled,
+				message: fmt.Sprintf("goalrun was interrupted (SIGINT or SIGTERM) while the sandbox was starting: %v", err)})
+		}
 		return fail(asSandboxError(err))
 	}
 	defer func() {
