@@ -326,7 +326,7 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 			return true
 		}
 		if err != nil {
-			v = JudgeVerdict{Met: false, Reason: fmt.Sprintf("the judge could not decide: %v", err), By: "judge"}
+			v = JudgeVerdict{Met: false, Reason: fmt.Sprintf("the judge could not decide: %v", err), By: firstNonEmpty(v.By, "judge")}
 		}
 		verdict = &v
 		l.out.Judge = &report.Judge{Met: v.Met, Reason: v.Reason, By: v.By}

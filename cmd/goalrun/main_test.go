@@ -248,6 +248,10 @@ func TestAlreadyPassingCheckNeverStartsTheAgent(t *testing.T) {
 	}
 }
 
+// TestNeverFixingAgentHaltsAtMaxIterations: an agent that keeps changing
+// the workspace without fixing anything runs every turn. (An agent that
+// changes nothing at all halts earlier, no_progress: see
+// TestGroundingThroughTheBinary.)
 func TestNeverFixingAgentHaltsAtMaxIterations(t *testing.T) {
 	ws := t.TempDir()
 	r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command",
@@ -627,4 +631,52 @@ func TestDockerSandboxEndToEnd(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ws, "fixed")); err != nil || string(b) != "fixed\n" {
 		t.Errorf("the agent's write is not in the host workspace: %q %v", b, err)
 	}
+}
+
+// TestGroundingThroughTheBinary: the halts and the judge are wired in.
+func TestGroundingThroughTheBinary(t *testing.T) {
+	t.Run("an idle agent halts no_progress", func(t *testing.T) {
+		ws := t.TempDir()
+		r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command",
+			"--agent-bin", "echo thinking", "--until", "echo FAIL: TestX; exit 1")
+		d := r.doc(t)
+		r.events(t)
+		if r.code != 1 || get(d, "goal", "halt") != report.HaltNoProgress || get(d, "goal", "iterations") != 2.0 {
+			t.Errorf("exit %d goal %v, want exit 1 and no_progress after 2 turns", r.code, d["goal"])
+		}
+	})
+	t.Run("--no-progress-turns -1 switches it off", func(t *testing.T) {
+		ws := t.TempDir()
+		r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--no-progress-turns", "-1",
+			"--max-iterations", "3", "--agent-bin", "echo thinking", "--until", "exit 1")
+		d := r.doc(t)
+		if get(d, "goal", "halt") != report.HaltMaxIterations || get(d, "goal", "iterations") != 3.0 {
+			t.Errorf("goal %v, want max_iterations after 3 turns", d["goal"])
+		}
+	})
+	t.Run("judge command: met but ungrounded", func(t *testing.T) {
+		ws := t.TempDir()
+		r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command",
+			"--agent-bin", "echo done > notes.md", "--infer-until", "notes.md says done", "--judge-cmd", "grep -q done notes.md && echo notes are done")
+		d := r.doc(t)
+		r.events(t)
+		if r.code != 0 || get(d, "goal", "passed") != true || get(d, "goal", "grounded") != false || d["conclusion"] != report.ConclusionNeutral {
+			t.Errorf("exit %d conclusion %v goal %v, want 0, neutral, passed and ungrounded", r.code, d["conclusion"], d["goal"])
+		}
+		if get(d, "judge", "met") != true || get(d, "judge", "by") != "command" {
+			t.Errorf("judge %v", d["judge"])
+		}
+	})
+	t.Run("changes are reported", func(t *testing.T) {
+		ws := t.TempDir()
+		if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command",
+			"--agent-bin", "echo two >> a.txt", "--until", "grep -q two a.txt")
+		d := r.doc(t)
+		if r.code != 0 || get(d, "changes", "files_changed") != 1.0 || get(d, "changes", "insertions") != 1.0 {
+			t.Errorf("exit %d changes %v", r.code, d["changes"])
+		}
+	})
 }
