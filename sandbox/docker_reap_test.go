@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -70,10 +71,9 @@ func leftovers(t *testing.T, cli sandbox.DockerAPI, pid int) []string {
 	return out
 }
 
-// startKilled starts `goalrun run` with args, waits until its agent turn is
-// running (the agent_started event on stderr), kills it with SIGKILL and
-// returns its pid.
-func startKilled(t *testing.T, bin string, args ...string) int {
+// startUntilAgent starts `goalrun run` with args and returns once its agent
+// turn is running (the agent_started event on stderr).
+func startUntilAgent(t *testing.T, bin string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"run", "--json"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -83,37 +83,39 @@ func startKilled(t *testing.T, bin string, args ...string) int {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	started := make(chan bool, 1)
+	var mu sync.Mutex
 	var lines []string
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		sent := false
 		for sc.Scan() {
+			mu.Lock()
 			lines = append(lines, sc.Text())
-			if strings.Contains(sc.Text(), `"type":"agent_started"`) {
+			mu.Unlock()
+			if !sent && strings.Contains(sc.Text(), `"type":"agent_started"`) {
 				started <- true
-				break
+				sent = true
 			}
 		}
-		close(started)
-		for sc.Scan() {
+		if !sent {
+			close(started)
 		}
 	}()
 	select {
 	case ok := <-started:
 		if !ok {
 			cmd.Wait()
+			mu.Lock()
+			defer mu.Unlock()
 			t.Fatalf("goalrun ended before its agent turn started:\n%s", strings.Join(lines, "\n"))
 		}
 	case <-time.After(3 * time.Minute):
-		cmd.Process.Kill()
-		t.Fatalf("goalrun's agent turn did not start within 3 minutes:\n%s", strings.Join(lines, "\n"))
+		t.Fatalf("goalrun's agent turn did not start within 3 minutes")
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-	return cmd.Process.Pid
+	return cmd
 }
 
 // TestReapAfterSIGKILL is the issue's "goalrun killed with SIGKILL mid-run:
@@ -128,8 +130,17 @@ func TestReapAfterSIGKILL(t *testing.T) {
 	image := dockertest.Image(t, cli)
 	common := []string{"--sandbox", "docker", "--image", image, "--agent", "command", "--agent-bin", "sleep 600", "--until", "false", "--max-iterations", "1"}
 
-	pidEgress := startKilled(t, bin, append(common, "--network", "egress", "--allow-host", "example.com", "--workspace", "copy", "--workdir", t.TempDir())...)
-	pidBridge := startKilled(t, bin, append(common, "--network", "bridge", "--workdir", dockertest.Workspace(t, testUID, testGID))...)
+	// Both run at once (a goalrun starting after the first was killed
+	// would already reap it), then both are killed mid-turn.
+	egressRun := startUntilAgent(t, bin, append(common, "--network", "egress", "--allow-host", "example.com", "--workspace", "copy", "--workdir", t.TempDir())...)
+	bridgeRun := startUntilAgent(t, bin, append(common, "--network", "bridge", "--workdir", dockertest.Workspace(t, testUID, testGID))...)
+	for _, c := range []*exec.Cmd{egressRun, bridgeRun} {
+		if err := c.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		c.Wait()
+	}
+	pidEgress, pidBridge := egressRun.Process.Pid, bridgeRun.Process.Pid
 
 	left := append(leftovers(t, cli, pidEgress), leftovers(t, cli, pidBridge)...)
 	for _, want := range []string{"container agent", "volume ", "socket folder ", "network "} {
