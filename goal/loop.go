@@ -224,9 +224,7 @@ func (l *loop) run(parent context.Context) {
 				"Check that the workspace is readable, then run goalrun again.")
 			return
 		}
-		if state, err := l.cfg.Tracker.AfterTurn(ctx, 0); err == nil {
-			l.state = state
-		}
+		l.trackState(ctx, 0)
 	}
 	// The first check and the untouched workspace are the Halter's point of
 	// comparison for turn 1 (an idle agent halts after NoProgressTurns).
@@ -291,10 +289,7 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 	}
 
 	if l.cfg.Tracker != nil {
-		state, err := l.cfg.Tracker.AfterTurn(ctx, i)
-		if err == nil {
-			l.state = state
-		}
+		l.trackState(ctx, i)
 	}
 
 	var cr CheckRun
@@ -317,7 +312,9 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 
 	var verdict *JudgeVerdict
 	if l.cfg.Judge != nil {
-		in := JudgeInput{Goal: l.out.Goal, Iteration: i, AgentSummary: tr.Summary}
+		// The judge judges the --infer-until text; the check, if any, is in
+		// in.Check.
+		in := JudgeInput{Goal: firstNonEmpty(l.cfg.InferUntil, l.out.Goal), Iteration: i, AgentSummary: tr.Summary}
 		if l.cfg.Check != "" {
 			in.Check = &cr
 		}
@@ -359,6 +356,17 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 		return true
 	}
 	return false
+}
+
+// trackState asks the Tracker for the workspace's fingerprint after turn i
+// (0: before the first turn). On error the state is unknown (""), which
+// the Halter never takes for "unchanged".
+func (l *loop) trackState(ctx context.Context, i int) {
+	state, err := l.cfg.Tracker.AfterTurn(ctx, i)
+	if err != nil {
+		state = ""
+	}
+	l.state = state
 }
 
 // facts is what the Halter sees after turn i (0: the first check).

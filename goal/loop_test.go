@@ -611,7 +611,7 @@ func TestLoopCheckDecidesOverTheJudge(t *testing.T) {
 	j := &fakeJudge{metAt: 1} // the judge says met at once; the check disagrees
 	out := run(t, context.Background(), goal.Config{
 		Sandbox: local(t, t.TempDir()), Adapter: agent.Command{}, AgentBin: "echo done", MaxIterations: 1,
-		Check: "false", Judge: j,
+		Check: "false", InferUntil: "the README explains the flags", Judge: j,
 	})
 	if out.Passed || out.Halt != report.HaltMaxIterations || out.Judge == nil || !out.Judge.Met {
 		t.Errorf("passed %v halt %q judge %+v", out.Passed, out.Halt, out.Judge)
@@ -619,9 +619,13 @@ func TestLoopCheckDecidesOverTheJudge(t *testing.T) {
 	if j.calls[0].Check == nil || j.calls[0].Check.ExitCode != 1 {
 		t.Errorf("the judge did not see the check: %+v", j.calls[0])
 	}
+	if j.calls[0].Goal != "the README explains the flags" {
+		t.Errorf("the judge was asked about %q, want the --infer-until text", j.calls[0].Goal)
+	}
 }
 
-// fakeTracker fingerprints the workspace by a counter file.
+// fakeTracker fingerprints the workspace by a state file; it fails when
+// the file is missing.
 type fakeTracker struct {
 	dir       string
 	baselines int
@@ -631,8 +635,8 @@ type fakeTracker struct {
 func (f *fakeTracker) Baseline(context.Context) error { f.baselines++; return nil }
 func (f *fakeTracker) AfterTurn(_ context.Context, i int) (string, error) {
 	f.after = append(f.after, i)
-	b, _ := os.ReadFile(filepath.Join(f.dir, "state"))
-	return string(b), nil
+	b, err := os.ReadFile(filepath.Join(f.dir, "state"))
+	return string(b), err
 }
 func (f *fakeTracker) Changes(context.Context) *report.Changes {
 	return &report.Changes{FilesChanged: 1, RiskyPaths: []string{}}
@@ -679,6 +683,19 @@ func TestLoopSeams(t *testing.T) {
 		}
 		if len(h.facts) != 2 || h.facts[0].Iteration != 0 || h.facts[0].CheckExit != 1 || !h.facts[0].CheckRan || h.facts[0].State != "same" || h.facts[1].Iteration != 1 {
 			t.Errorf("halter facts %+v", h.facts)
+		}
+	})
+	t.Run("a tracker error is an unknown state, never unchanged", func(t *testing.T) {
+		dir := workspace(t, nil) // no state file: every AfterTurn fails
+		h := &fakeHalter{}
+		run(t, context.Background(), goal.Config{
+			Sandbox: local(t, dir), Adapter: agent.Command{}, AgentBin: "true", Check: "exit 1", MaxIterations: 2,
+			Tracker: &fakeTracker{dir: dir}, Halter: h,
+		})
+		for _, f := range h.facts {
+			if f.State != "" {
+				t.Errorf("iteration %d state %q, want unknown", f.Iteration, f.State)
+			}
 		}
 	})
 	t.Run("budget halt stops the turn mid-way", func(t *testing.T) {

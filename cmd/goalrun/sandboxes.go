@@ -171,6 +171,9 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox
 		}
 		cfg.Image = ref
 	}
+	// What the run creates is labelled to expire after the run's own
+	// timeout, so another goalrun's Reap never removes it early.
+	cfg.Lifetime = rc.timeout
 	sb, err := sandbox.StartDocker(ctx, cli, cfg)
 	if err != nil {
 		cli.Close()
