@@ -398,8 +398,11 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string) (Result, err
 
 	mounts := append([]mount.Mount{d.workspaceMount()}, d.extraMnts...)
 	cfg := &container.Config{
-		Image:        d.imageID,
-		Cmd:          cmd.Args,
+		Image: d.imageID,
+		// The same wrapper as agent steps (no pid file needed: the whole
+		// container is killed on timeout), so a missing program is told
+		// apart from one exiting 127.
+		Cmd:          append([]string{"sh", "-c", stepWrapper, "goalrun-check", "/dev/null"}, cmd.Args...),
 		Entrypoint:   []string{},
 		User:         d.user,
 		Env:          mergeEnv(d.checkEnv, cmd.Env),
@@ -474,6 +477,9 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string) (Result, err
 	}
 	res.ExitCode = int(status.StatusCode)
 	res.Stdout, res.Stderr = out.Output(), errw.Output()
+	if err := notStarted(res, cmd.Args[0]); err != nil {
+		return Result{}, err
+	}
 	if res.ExitCode != 0 {
 		if c, err := d.cli.ContainerInspect(cctx, id); err == nil && c.State != nil {
 			res.OOMKilled = c.State.OOMKilled

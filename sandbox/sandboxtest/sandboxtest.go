@@ -431,6 +431,70 @@ func Run(t *testing.T, newSandbox Factory) {
 		}
 	})
 
+	// The cases above mostly run agent steps; a check step may take
+	// another path (Docker runs it in a fresh container), so the same
+	// contract is exercised for RoleCheck here.
+	t.Run("CheckStepsKeepTheContract", func(t *testing.T) {
+		sb, cfg := start(t)
+		big := strings.Repeat("0123456789abcdef", 64<<10) // 1 MiB
+		t.Run("stdin larger than a pipe", func(t *testing.T) {
+			res := mustExec(t, sb, sandbox.Cmd{Role: sandbox.RoleCheck, Args: sandbox.Shell("wc -c | tr -d ' '"), Stdin: strings.NewReader(big)})
+			if want := fmt.Sprintf("%d\n", len(big)); string(res.Stdout.Tail) != want {
+				t.Errorf("byte count %q, want %q", res.Stdout.Tail, want)
+			}
+		})
+		t.Run("nil stdin is empty", func(t *testing.T) {
+			res := mustExec(t, sb, sandbox.Cmd{Role: sandbox.RoleCheck, Args: sandbox.Shell("wc -c | tr -d ' '")})
+			if string(res.Stdout.Tail) != "0\n" {
+				t.Errorf("byte count %q, want 0", res.Stdout.Tail)
+			}
+		})
+		t.Run("working directory", func(t *testing.T) {
+			if err := os.MkdirAll(filepath.Join(cfg.Workspace, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			res := mustExec(t, sb, sandbox.Cmd{Role: sandbox.RoleCheck, Dir: "sub", Args: []string{"pwd"}})
+			root := sb.Posture().Root
+			if got := strings.TrimSpace(string(res.Stdout.Tail)); got != strings.TrimSuffix(root, "/")+"/sub" {
+				t.Errorf("pwd = %q, want %q", got, root+"/sub")
+			}
+		})
+		t.Run("missing program is not started", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			if _, err := sb.Exec(ctx, sandbox.Cmd{Role: sandbox.RoleCheck, Args: []string{"goalrun-sandboxtest-no-such-program"}}); !errors.Is(err, sandbox.ErrNotStarted) {
+				t.Errorf("err = %v, want one wrapping sandbox.ErrNotStarted", err)
+			}
+		})
+		t.Run("timeout kills the whole step ignoring SIGTERM", func(t *testing.T) {
+			script := `trap '' TERM; (trap '' TERM; while :; do echo t >> check-ticks; sleep 0.2; done) & until [ -s check-ticks ]; do sleep 0.05; done; echo started; sleep 120; echo survived`
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			res, err := sb.Exec(ctx, sandbox.Cmd{Role: sandbox.RoleCheck, Args: sandbox.Shell(script), Timeout: 3 * time.Second})
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			if !res.TimedOut || res.Cancelled || res.ExitCode < 128 || strings.Contains(string(res.Stdout.Tail), "survived") {
+				t.Errorf("not killed at its timeout: %+v", res)
+			}
+			assertStopsGrowing(t, filepath.Join(cfg.Workspace, "check-ticks"))
+		})
+		t.Run("context cancel", func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w := &signalWriter{want: "started", fire: cancel}
+			guard := time.AfterFunc(deadline, cancel)
+			defer guard.Stop()
+			res, err := sb.Exec(ctx, sandbox.Cmd{Role: sandbox.RoleCheck, Args: sandbox.Shell("echo started; sleep 120; echo survived"), Stdout: w})
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			if !res.Cancelled || res.TimedOut || strings.Contains(string(res.Stdout.Tail), "survived") {
+				t.Errorf("Cancelled=%v TimedOut=%v stdout %q, want cancelled", res.Cancelled, res.TimedOut, res.Stdout.Tail)
+			}
+		})
+	})
+
 	t.Run("CloseKillsRunningStepsAndIsIdempotent", func(t *testing.T) {
 		sb, cfg := start(t)
 		started := make(chan struct{})
