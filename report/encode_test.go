@@ -85,17 +85,20 @@ func TestEncodeWorstCases(t *testing.T) {
 		s    string
 		n    int
 	}{
-		{"control characters", ctl(100_000), 50},
+		{"control characters", ctl(20_000), 50},
 		{"control characters, thousands of items", ctl(1000), 3000},
-		{"quotes and backslashes", huge(`"\`, 50_000), 40},
-		{"invalid UTF-8", huge("\xff\xfe", 50_000), 40},
-		{"4-byte runes", huge("😀", 50_000), 40},
-		{"line and paragraph separators", huge("\u2028\u2029", 30_000), 40},
-		{"html", huge("<script>&</script>", 50_000), 40},
+		{"quotes and backslashes", huge(`"\`, 20_000), 40},
+		{"invalid UTF-8", huge("\xff\xfe", 20_000), 40},
+		{"4-byte runes", huge("😀", 20_000), 40},
+		{"line and paragraph separators", huge("\u2028\u2029", 20_000), 40},
+		{"html", huge("<script>&</script>", 20_000), 40},
 		{"10 MB", huge("x", 10<<20), 2},
 		{"empty", "", 0},
 	} {
 		for shape, mutate := range shapes {
+			if len(tc.s) > 1<<20 && shape != "result" && shape != "error" {
+				continue // the 10 MB texts cost seconds under -race; two shapes prove the point
+			}
 			t.Run(tc.name+"/"+shape, func(t *testing.T) {
 				run := worstRun(tc.s, tc.n)
 				mutate(&run)
