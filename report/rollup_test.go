@@ -46,9 +46,9 @@ func TestRollup(t *testing.T) {
 			wantSample: []string{"Bash false go test ./...", "Bash false go vet ./... via task:linter", "Read true a.go", "Edit true a.go"},
 		},
 		{
-			name:       "sample holds 8, failures win",
-			adds:       many(30, func(i int) add { return add{"Bash", i%3 == 0, "cmd " + strconv.Itoa(i), ""} }),
-			wantTotal:  30, wantFailed: 20,
+			name:      "sample holds 8, failures win",
+			adds:      many(30, func(i int) add { return add{"Bash", i%3 == 0, "cmd " + strconv.Itoa(i), ""} }),
+			wantTotal: 30, wantFailed: 20,
 			wantByTool: map[string]int{"Bash": 30},
 			wantSample: []string{"Bash false cmd 1", "Bash false cmd 2", "Bash false cmd 4", "Bash false cmd 5", "Bash false cmd 7", "Bash false cmd 8", "Bash false cmd 10", "Bash false cmd 11"},
 		},
