@@ -284,6 +284,7 @@ const (
 	riskHardlink  = "hard link (never read)"
 	riskSpecial   = "special file (FIFO, socket or device; never read)"
 	riskWorkflow  = "GitHub Actions workflow or action"
+	riskOwners    = "code owners (who must review)"
 	riskGit       = "git configuration or hooks"
 	riskAgent     = "agent or goalrun configuration"
 	riskBuild     = "build script"
@@ -294,7 +295,7 @@ const (
 
 // riskOrder ranks reasons, most serious first.
 var riskOrder = []string{riskCheck, riskTest, riskLinkOut, riskLinkAbs, riskHardlink, riskSpecial, riskWorkflow,
-	riskGit, riskAgent, riskPytestCfg, riskScripts, riskGenerate, riskBuild}
+	riskOwners, riskGit, riskAgent, riskPytestCfg, riskScripts, riskGenerate, riskBuild}
 
 // classify fills fc.Risky and fc.CheckFile.
 func (t *WorkspaceTracker) classify(fc *FileChange, o, n *entry, oldText, newText []byte, oldOK, newOK bool) {
@@ -326,6 +327,8 @@ func (t *WorkspaceTracker) classify(fc *FileChange, o, n *entry, oldText, newTex
 	switch {
 	case strings.HasPrefix(p, ".github/workflows/"), strings.HasPrefix(p, ".github/actions/"):
 		add(riskWorkflow)
+	case base == "CODEOWNERS" && (p == base || p == ".github/"+base || p == "docs/"+base || p == ".gitlab/"+base):
+		add(riskOwners)
 	case strings.HasPrefix(base, ".git") || strings.Contains("/"+p, "/.git/"):
 		add(riskGit)
 	}
