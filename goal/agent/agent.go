@@ -64,13 +64,14 @@ type Adapter interface {
 // parser never fails: input it cannot use is skipped and counted in
 // TurnResult.
 //
-// Two events ask the runner to act (see Run): an event with Stop set means
+// Two events ask the runner (goal's loop) to act: an event with Stop set means
 // "kill the process now" (an auth storm the CLI would retry for minutes),
 // and KindResult is the CLI's terminal event, after which the process gets
 // TerminalGrace to exit before it is killed. Either way End then reports
 // how the turn ended from what the parser saw, whatever the exit code.
 //
-// A Parser is not safe for concurrent use; Run serializes the calls.
+// A Parser is not safe for concurrent use; Streams serializes the calls
+// for a step's stdout and stderr.
 type Parser interface {
 	Line(line []byte, oversize bool, emit func(Event))
 	End(exitCode int, emit func(Event)) TurnResult
@@ -115,7 +116,7 @@ type Event struct {
 	Retry     *Retry
 	Error     *Error
 	// Time is when the line was seen: parsers leave it zero (they are pure)
-	// and Run stamps it with its clock.
+	// and the runner may stamp it with its clock.
 	Time time.Time
 	// Stop asks the runner to kill the process now, without grace: the
 	// parser already knows how the turn ends (AuthRetryLimit consecutive
@@ -131,7 +132,8 @@ type Event struct {
 const AuthRetryLimit = 2
 
 // TerminalGrace is how long a process may keep running after its terminal
-// event (Claude's result, Codex's turn.completed) before Run kills it.
+// event (Claude's result, Codex's turn.completed) before the runner kills
+// it (goal.DefaultResultGrace is this value).
 const TerminalGrace = 5 * time.Second
 
 // Tool is a tool call (and, on KindToolResult, its outcome).
@@ -140,8 +142,9 @@ type Tool struct {
 	ID string `json:"id"`
 	// Name is the tool's name, e.g. "Bash", "Edit", "command_execution".
 	Name string `json:"name"`
-	// Brief is the one-line gist (run-document.md: first identifying
-	// string parameter), uncapped; the report caps it.
+	// Brief is the one-line gist (run-document.md: the first identifying
+	// string parameter, BriefKeys), whitespace folded, at most BriefMax
+	// bytes; the report caps it to report.BriefCap with a marker.
 	Brief string `json:"brief"`
 	// Paths are the workspace paths the call wrote (edits, file changes),
 	// when the CLI says so; used to back "I edited X" claims.
