@@ -47,7 +47,11 @@ func runLiveTurn(t *testing.T, sb sandbox.Sandbox, a Adapter, turn Turn) liveTur
 	p := a.NewParser()
 	var lt liveTurn
 	var grace *time.Timer
+	start0 := time.Now()
 	emit := func(ev Event) { // called under Streams' mutex
+		if testing.Verbose() {
+			t.Logf("+%v %s", time.Since(start0).Round(time.Millisecond), ev.Kind)
+		}
 		lt.events = append(lt.events, ev)
 		switch {
 		case ev.Stop:
