@@ -285,3 +285,45 @@ func TestLiveCodex401EndsAsAuthRequired(t *testing.T) {
 func toolEqual(a, b Tool) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Brief == b.Brief && a.OK == b.OK && a.Via == b.Via && slices.Equal(a.Paths, b.Paths)
 }
+
+// TestLiveHugePromptOnStdin checks that a prompt too long for one argv
+// entry (over MaxArgPrompt) reaches the model whole through the CLI's stdin.
+func TestLiveHugePromptOnStdin(t *testing.T) {
+	prompt := "Start of a long prompt. " + strings.Repeat("The check failed with this output line. ", (MaxArgPrompt+4096)/40) + "END-OF-PROMPT-MARKER"
+	cases := []struct {
+		name string
+		env  string
+		a    Adapter
+		api  API
+		srv  func(agenttest.Script) *agenttest.Server
+	}{
+		{"claude", "GOALRUN_CLAUDE_BIN", Claude{}, AnthropicAPI, agenttest.NewAnthropic},
+		{"codex", "GOALRUN_CODEX_BIN", Codex{}, OpenAIAPI, agenttest.NewOpenAI},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bin := findAgentBin(t, c.name, c.env)
+			srv := c.srv(agenttest.Script{Replies: []agenttest.Reply{{Text: "Read it all."}}})
+			defer srv.Close()
+			up := c.api.Upstream("live-key")
+			turn := Turn{Iteration: 1, Prompt: prompt, Bin: bin, Model: "agenttest-model"}
+			if c.api.BaseURLEnv != "" {
+				up.URL = srv.URL
+			} else {
+				turn.BaseURL = srv.URL
+			}
+			if inv := c.a.Command(turn); inv.Stdin != prompt {
+				t.Fatalf("the adapter did not move the %d-byte prompt to stdin", len(prompt))
+			}
+			sb := startLiveSandbox(t, workspace(t), up)
+			lt := runLiveTurn(t, sb, c.a, turn)
+			if lt.res.Status != StatusSuccess || lt.res.Summary != "Read it all." {
+				t.Fatalf("result %+v", lt.res)
+			}
+			reqs := srv.ModelRequests()
+			if len(reqs) == 0 || !reqs[0].Contains("Start of a long prompt.") || !reqs[0].Contains("END-OF-PROMPT-MARKER") {
+				t.Errorf("the model did not get the whole prompt")
+			}
+		})
+	}
+}
