@@ -114,7 +114,6 @@ type claudeLine struct {
 	usage, totalCost, sinceLast     jsonscan.Value
 	numTurns, denials, apiStatus    jsonscan.Value
 	errors                          jsonscan.Value
-	hasContent                      bool // message.content was an array (blocks hold it)
 }
 
 // claudeBlock is one block of message.content (tool_use, tool_result, text,
@@ -191,7 +190,6 @@ func (p *claudeParser) scan(line []byte, l *claudeLine) error {
 				if c.Peek() != '[' {
 					return
 				}
-				l.hasContent = true
 				c.Array(func() {
 					if c.Peek() != '{' {
 						return
@@ -248,6 +246,8 @@ func (p *claudeParser) Line(line []byte, oversize bool, emit func(Event)) {
 	case "result":
 		p.result(&l, emit)
 	}
+	clear(p.blocks) // they point into line, valid only during this call
+	p.blocks = p.blocks[:0]
 }
 
 func (p *claudeParser) system(l *claudeLine, emit func(Event)) {
