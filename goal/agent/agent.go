@@ -3,6 +3,28 @@
 // to run and a Parser for that command's stdout. It does no I/O of its own, so
 // it is tested with tables and golden files; the loop in package goal runs the
 // command in a sandbox and feeds the parser live.
+//
+// What a runner uses:
+//
+//   - New(name) and Names() pick an adapter; SpecOf(name) says what running
+//     it needs: the model API (Spec.API: default URL, base-URL and key
+//     variables, the header the egress proxy puts the real key in, and
+//     Spec.AllowHosts for the egress allowlist) and the fixed environment
+//     the adapter already puts into every Invocation.
+//   - NativeExecutable resolves the agent found on the host's PATH to the
+//     native binary a Docker sandbox bind-mounts (Claude Code's glibc build,
+//     Codex's static musl build — not their npm wrappers).
+//   - NewStreams gives a step's stdout and stderr writers that split lines
+//     (LineWriter: bounded memory, lines over MaxLineBytes cut and counted)
+//     and feed the parser; events come out through emit. An event with Stop
+//     set means kill the step now (an auth storm); KindResult is the CLI's
+//     terminal event (kill after TerminalGrace if it lingers). Parser.End
+//     returns the TurnResult: status, cause, session, usage, summary.
+//
+// The parsers are checked against real CLI output (testdata/transcripts),
+// written fixtures for the CLIs no transcript exists for, a fuzz test, and
+// live tests that run the real claude and codex against the scripted model
+// servers of package agenttest, locally and inside the Docker sandbox.
 package agent
 
 import "time"
