@@ -41,7 +41,9 @@ type Event struct {
 
 // Sink receives events as they happen. Emit must not block for long and
 // must not fail the run: a sink that cannot deliver drops the event and says
-// so itself.
+// so itself. Emit must be safe for concurrent use: the Emitter forwards
+// events from several goroutines without holding a lock (so a sink may call
+// the Emitter itself); it delivers the terminal event after every other.
 type Sink interface {
 	Emit(Event)
 }
