@@ -33,7 +33,7 @@ func TestGenAndParse(t *testing.T) {
 		oversize string
 	}{
 		{[]string{"gen", "2MiB", filepath.Join(dir, "a.jsonl")}, "oversize=0"},
-		{[]string{"gen", "20MiB", filepath.Join(dir, "b.jsonl"), "3"}, "oversize="},
+		{[]string{"gen", "1MiB", filepath.Join(dir, "b.jsonl"), "1"}, "oversize=1 "},
 	} {
 		var out bytes.Buffer
 		if err := run(c.args, &out); err != nil || !strings.HasPrefix(out.String(), "wrote ") {
