@@ -32,6 +32,7 @@ type DockerAPI interface {
 	ContainerWait(ctx context.Context, container string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
 	ContainerKill(ctx context.Context, container, signal string) error
+	ContainerStop(ctx context.Context, container string, options container.StopOptions) error
 	ContainerRemove(ctx context.Context, container string, options container.RemoveOptions) error
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	ContainerPause(ctx context.Context, container string) error

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,11 +35,16 @@ const stepWrapper = `echo $$ > "$1" 2>/dev/null; shift; command -v "$1" >/dev/nu
 // missing; Exec turns it into ErrNotStarted.
 const notStartedPrefix = "goalrun-sandbox: cannot start the step, program not found: "
 
-// stepKiller kills the process group whose leader's pid is in the file $1.
-// It is the sandbox's only way to signal an exec's processes (see
-// stepWrapper). busybox's kill takes no "--", so the negative pid comes
-// right after the signal.
-const stepKiller = `read p < "$1" && [ "$p" -gt 1 ] && kill -9 "-$p"`
+// stepKiller stops the process group whose leader's pid is in the file $1
+// as Local does: SIGTERM, then SIGKILL once KillGrace (2 s: $2 tenths of a
+// second) has passed with the group still alive. It ends as soon as the
+// group is gone. It is the sandbox's only way to signal an exec's
+// processes (see stepWrapper). busybox's kill takes no "--", so the
+// negative pid comes right after the signal.
+const stepKiller = `read p < "$1" && [ "$p" -gt 1 ] || exit 1
+kill -TERM "-$p" 2>/dev/null
+i=0; while kill -0 "-$p" 2>/dev/null && [ $i -lt "$2" ]; do sleep 0.1; i=$((i+1)); done
+kill -KILL "-$p" 2>/dev/null; exit 0`
 
 // Exec runs cmd in the sandbox (see Sandbox).
 //
@@ -281,7 +287,7 @@ func (d *Docker) stopAgentStep(ctx context.Context, pidFile string, done <-chan 
 // step has not written its pid file yet.
 func (d *Docker) killGroup(ctx context.Context, pidFile string, done <-chan struct{}) {
 	for attempt := 0; attempt < 5; attempt++ {
-		code, err := d.runQuiet(ctx, []string{"sh", "-c", stepKiller, "goalrun-kill", pidFile})
+		code, err := d.runQuiet(ctx, []string{"sh", "-c", stepKiller, "goalrun-kill", pidFile, strconv.Itoa(int(KillGrace / (100 * time.Millisecond)))})
 		if err == nil && code == 0 {
 			return
 		}
@@ -432,7 +438,16 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string) (Result, err
 	waitC, waitErr := d.cli.ContainerWait(context.WithoutCancel(ctx), id, container.WaitConditionNextExit)
 	out, errw, done := streams(hj, cmd)
 	start := time.Now()
-	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	// The step may print (and the caller cancel ctx on what it read)
+	// before the start call returns: the start itself must not be
+	// cancelled half-way; waitStep below handles ctx.
+	sctx, scancel := bg(ctx)
+	err = d.cli.ContainerStart(sctx, id, container.StartOptions{})
+	scancel()
+	if err != nil {
 		if isNotStartedErr(err) {
 			return Result{}, fmt.Errorf("sandbox: docker: check step %q: %w: %v", cmd.Args[0], ErrNotStarted, err)
 		}
@@ -459,7 +474,12 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string) (Result, err
 	cctx, cancel := bg(ctx)
 	defer cancel()
 	if res.TimedOut || res.Cancelled {
-		_ = d.cli.ContainerKill(cctx, id, "KILL")
+		// SIGTERM (the init forwards it to the step), SIGKILL after
+		// KillGrace; the container is thrown away either way.
+		grace := int(KillGrace / time.Second)
+		if err := d.cli.ContainerStop(cctx, id, container.StopOptions{Signal: "TERM", Timeout: &grace}); err != nil {
+			_ = d.cli.ContainerKill(cctx, id, "KILL")
+		}
 		<-exited
 	}
 	res.Duration = time.Since(start)
