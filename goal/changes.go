@@ -271,65 +271,88 @@ func (t *WorkspaceTracker) scan(ctx context.Context, prev *snapshot, store bool)
 	}
 	defer root.Close()
 	s := &snapshot{entries: map[string]*entry{}}
-	n := 0
-	walkErr := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if n++; n%256 == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if p == "." {
-			if err != nil {
-				return err
-			}
-			return nil
-		}
-		if rel, in := insideGit(p); in {
-			if keep, descend := gitKeep(rel); !keep {
-				if d != nil && d.IsDir() {
-					return fs.SkipDir
-				}
-				return nil
-			} else if d != nil && d.IsDir() && !descend {
-				return fs.SkipDir
-			}
-		}
-		if err != nil { // an unreadable directory: note it, go on
-			if d != nil && d.IsDir() {
-				s.add(p, &entry{mode: fs.ModeDir, unread: "unreadable"})
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if len(s.entries) >= t.opt.MaxFiles {
-			s.truncated = true
-			return fs.SkipAll
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil // vanished meanwhile
-		}
-		e := statEntry(info)
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			if tgt, err := root.Readlink(p); err == nil {
-				e.target = tgt
-			} else {
-				e.unread = "unreadable"
-			}
-		case info.Mode().IsRegular():
-			t.hashEntry(root, p, e, prev, store)
-		}
-		s.add(p, e)
-		return nil
-	})
-	if walkErr != nil && !errors.Is(walkErr, fs.SkipAll) {
-		return nil, fmt.Errorf("walk workspace %s: %w", t.dir, walkErr)
+	if err := t.walk(ctx, root, s, prev, store); err != nil {
+		return nil, fmt.Errorf("walk workspace %s: %w", t.dir, err)
 	}
 	sort.Strings(s.paths)
 	s.state = s.fingerprint()
 	return s, nil
+}
+
+// readDirBatch is how many directory entries are read at a time, so a
+// directory with millions of entries never sits in memory at once.
+const readDirBatch = 1024
+
+// walk visits the workspace depth first through root: directories are
+// read in batches, every entry is lstat'ed through root (never by a host
+// path), and the walk stops at MaxFiles entries (directories count too),
+// marking the snapshot truncated.
+func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot, prev *snapshot, store bool) error {
+	stack := []string{"."}
+	seen := 0
+	for len(stack) > 0 {
+		dir := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		f, err := root.Open(dir)
+		if err != nil {
+			if dir == "." {
+				return err
+			}
+			s.add(dir, &entry{mode: fs.ModeDir, unread: "unreadable"})
+			continue
+		}
+		for {
+			ents, rerr := f.ReadDir(readDirBatch)
+			for _, d := range ents {
+				if seen++; seen%256 == 0 && ctx.Err() != nil {
+					f.Close()
+					return ctx.Err()
+				}
+				if seen > t.opt.MaxFiles {
+					s.truncated = true
+					f.Close()
+					return nil
+				}
+				p := d.Name()
+				if dir != "." {
+					p = dir + "/" + p
+				}
+				info, err := root.Lstat(p)
+				if err != nil {
+					continue // vanished meanwhile
+				}
+				if rel, in := insideGit(p); in {
+					if keep, _ := gitKeep(rel); !keep {
+						continue
+					}
+				}
+				if info.IsDir() {
+					stack = append(stack, p)
+					continue
+				}
+				e := statEntry(info)
+				switch {
+				case info.Mode()&fs.ModeSymlink != 0:
+					if tgt, err := root.Readlink(p); err == nil {
+						e.target = tgt
+					} else {
+						e.unread = "unreadable"
+					}
+				case info.Mode().IsRegular():
+					t.hashEntry(root, p, e, prev, store)
+				}
+				s.add(p, e)
+			}
+			if rerr != nil {
+				if rerr != io.EOF && len(ents) == 0 {
+					s.add(dir, &entry{mode: fs.ModeDir, unread: "unreadable"})
+				}
+				break
+			}
+		}
+		f.Close()
+	}
+	return nil
 }
 
 func (s *snapshot) add(p string, e *entry) {
