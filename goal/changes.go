@@ -293,7 +293,8 @@ func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot,
 	for len(stack) > 0 {
 		dir := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		f, err := root.Open(dir)
+		// The directory as a root of its own: one fstatat per entry below.
+		sub, err := root.OpenRoot(dir)
 		if err != nil {
 			if dir == "." {
 				return err
@@ -301,23 +302,34 @@ func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot,
 			s.add(dir, &entry{mode: fs.ModeDir, unread: "unreadable"})
 			continue
 		}
+		f, err := sub.Open(".")
+		if err != nil {
+			sub.Close()
+			if dir == "." {
+				return err
+			}
+			s.add(dir, &entry{mode: fs.ModeDir, unread: "unreadable"})
+			continue
+		}
+		closeDir := func() { f.Close(); sub.Close() }
 		for {
 			ents, rerr := f.ReadDir(readDirBatch)
 			for _, d := range ents {
 				if seen++; seen%256 == 0 && ctx.Err() != nil {
-					f.Close()
+					closeDir()
 					return ctx.Err()
 				}
 				if seen > t.opt.MaxFiles {
 					s.truncated = true
-					f.Close()
+					closeDir()
 					return nil
 				}
-				p := d.Name()
+				name := d.Name()
+				p := name
 				if dir != "." {
-					p = dir + "/" + p
+					p = dir + "/" + name
 				}
-				info, err := root.Lstat(p)
+				info, err := sub.Lstat(name)
 				if err != nil {
 					continue // vanished meanwhile
 				}
@@ -333,13 +345,13 @@ func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot,
 				e := statEntry(info)
 				switch {
 				case info.Mode()&fs.ModeSymlink != 0:
-					if tgt, err := root.Readlink(p); err == nil {
+					if tgt, err := sub.Readlink(name); err == nil {
 						e.target = tgt
 					} else {
 						e.unread = "unreadable"
 					}
 				case info.Mode().IsRegular():
-					t.hashEntry(root, p, e, prev, store)
+					t.hashEntry(sub, name, p, e, prev, store)
 				}
 				s.add(p, e)
 			}
@@ -350,7 +362,7 @@ func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot,
 				break
 			}
 		}
-		f.Close()
+		closeDir()
 	}
 	return nil
 }
@@ -394,10 +406,11 @@ func sameFile(e, o *entry) bool {
 		e.mode == o.mode && e.mtime == o.mtime && e.ctime == o.ctime
 }
 
-// hashEntry fills e's content hash (and the baseline copy), unless the file
+// hashEntry fills e's content hash (and the baseline copy) of the file
+// name in dir (workspace path p), unless the file
 // is too large, a hard link that did not exist at the baseline, or changed
 // while it was read.
-func (t *WorkspaceTracker) hashEntry(root *os.Root, p string, e *entry, prev *snapshot, store bool) {
+func (t *WorkspaceTracker) hashEntry(dir *os.Root, name, p string, e *entry, prev *snapshot, store bool) {
 	if prev != nil {
 		if o := prev.entries[p]; sameFile(e, o) {
 			e.hashed, e.hash, e.unread, e.stored = o.hashed, o.hash, o.unread, o.stored
@@ -416,7 +429,7 @@ func (t *WorkspaceTracker) hashEntry(root *os.Root, p string, e *entry, prev *sn
 		e.unread = "too large"
 		return
 	}
-	b, err := t.readRegular(root, p, e)
+	b, err := t.readRegular(dir, name, e)
 	if err != nil {
 		e.unread = err.Error()
 		return
@@ -434,11 +447,12 @@ var (
 	errTooLarge   = errors.New("too large")
 )
 
-// readRegular reads a regular file that lstat described as e: opened
+// readRegular reads the regular file name inside r that lstat described as
+// e: opened
 // without following a symlink and without blocking on a FIFO, then checked
 // (fstat) to be the very same regular inode, read at most MaxFileBytes.
-func (t *WorkspaceTracker) readRegular(root *os.Root, p string, e *entry) ([]byte, error) {
-	f, err := t.open(root, p)
+func (t *WorkspaceTracker) readRegular(r *os.Root, name string, e *entry) ([]byte, error) {
+	f, err := t.open(r, name)
 	if err != nil {
 		return nil, errUnreadable
 	}
