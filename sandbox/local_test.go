@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -190,4 +191,29 @@ func TestLocalRefusesSymlinkedDirOutsideWorkspace(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(outside, "escaped")); err == nil {
 		t.Errorf("the step ran outside the workspace")
 	}
+}
+
+// BenchmarkLocalExec measures one Local step (sh -c true) against plain
+// os/exec running the same, to show the sandbox's own overhead (process
+// group, pipes, tails, environment) per step.
+func BenchmarkLocalExec(b *testing.B) {
+	sb, err := sandbox.StartLocal(context.Background(), sandbox.Config{Workspace: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	b.Run("sandbox.Local", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := sb.Exec(context.Background(), sandbox.Cmd{Args: sandbox.Shell("true")}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("os/exec", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command("sh", "-c", "true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -17,9 +17,9 @@ type TailWriter struct {
 	mu      sync.Mutex
 	forward io.Writer // nil after a failure, or when nothing is forwarded
 	fwdErr  error
-	ring    []byte // len(ring) == cap, used as a ring once full
-	n       int    // bytes held (≤ len(ring))
-	start   int    // index of the oldest byte held
+	size    int    // how many bytes to keep
+	ring    []byte // grows to size, then is used as a ring
+	start   int    // index of the oldest byte once the ring is full
 	total   int64
 }
 
@@ -30,7 +30,7 @@ func NewTailWriter(forward io.Writer, n int) *TailWriter {
 	if n < 0 {
 		n = 0
 	}
-	return &TailWriter{forward: forward, ring: make([]byte, 0, n)}
+	return &TailWriter{forward: forward, size: n}
 }
 
 // Write keeps p's bytes and forwards them. It never returns an error, so the
@@ -51,21 +51,22 @@ func (w *TailWriter) Write(p []byte) (int, error) {
 
 // keep appends p to the ring, overwriting the oldest bytes.
 func (w *TailWriter) keep(p []byte) {
-	size := cap(w.ring)
+	size := w.size
 	if size == 0 {
 		return
 	}
 	if len(p) >= size { // only the end of p survives
+		if cap(w.ring) < size {
+			w.ring = make([]byte, size)
+		}
 		w.ring = w.ring[:size]
 		copy(w.ring, p[len(p)-size:])
-		w.start, w.n = 0, size
+		w.start = 0
 		return
 	}
 	if len(w.ring) < size { // still growing: append while there is room
-		room := size - len(w.ring)
-		k := min(room, len(p))
+		k := min(size-len(w.ring), len(p))
 		w.ring = append(w.ring, p[:k]...)
-		w.n += k
 		p = p[k:]
 		if len(p) == 0 {
 			return
@@ -83,13 +84,9 @@ func (w *TailWriter) keep(p []byte) {
 func (w *TailWriter) Output() Output {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	tail := make([]byte, 0, w.n)
-	if w.n == len(w.ring) && w.n == cap(w.ring) {
-		tail = append(tail, w.ring[w.start:]...)
-		tail = append(tail, w.ring[:w.start]...)
-	} else {
-		tail = append(tail, w.ring[:w.n]...)
-	}
+	tail := make([]byte, 0, len(w.ring))
+	tail = append(tail, w.ring[w.start:]...) // start is 0 until the ring is full
+	tail = append(tail, w.ring[:w.start]...)
 	return Output{Tail: tail, Bytes: w.total, Truncated: w.total > int64(len(tail))}
 }
 
