@@ -301,6 +301,11 @@ func (d *Docker) start(ctx context.Context) error {
 		if !path.IsAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {
 			return fmt.Errorf("sandbox: docker: mount %d: target %q must be a clean absolute path other than /", i+1, m.Target)
 		}
+		for _, own := range []string{DockerRoot, "/tmp", "/run", relayDir} {
+			if m.Target == own || isUnder(m.Target, own) || isUnder(own, m.Target) {
+				return fmt.Errorf("sandbox: docker: mount %d: target %q would cover or hide %s, which the sandbox itself provides; mount it elsewhere (e.g. /opt/…)", i+1, m.Target, own)
+			}
+		}
 	}
 
 	img, err := d.cli.ImageInspect(ctx, cfg.Image)
@@ -319,10 +324,7 @@ func (d *Docker) start(ctx context.Context) error {
 		}
 	}
 
-	d.view, err = detectEngineView(ctx, d.cli, info, d.opts.hostname)
-	if err != nil {
-		return err
-	}
+	d.view = detectEngineView(ctx, d.cli, info, d.opts.hostname)
 	owner, err := ownerOf(ws)
 	if err != nil {
 		return err
@@ -335,8 +337,8 @@ func (d *Docker) start(ctx context.Context) error {
 	}
 	d.home = DockerHome
 	if h := cfg.Env["HOME"]; h != "" {
-		if !path.IsAbs(h) || path.Clean(h) != h || h == "/" || h == DockerRoot {
-			return fmt.Errorf("sandbox: docker: Config.Env HOME %q must be a clean absolute path other than / and %s", h, DockerRoot)
+		if !path.IsAbs(h) || path.Clean(h) != h || h == "/" || h == DockerRoot || isUnder(h, DockerRoot) || isUnder(DockerRoot, h) {
+			return fmt.Errorf("sandbox: docker: Config.Env HOME %q must be a clean absolute path outside %s (it becomes a tmpfs)", h, DockerRoot)
 		}
 		d.home = h
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
-	"github.com/docker/docker/errdefs"
 )
 
 // engineView says how a path as goalrun sees it reaches the Engine's host.
@@ -43,7 +42,7 @@ var cgroupID = regexp.MustCompile(`[0-9a-f]{64}`)
 // first 12 characters, and the id in /proc/self/cgroup) and otherwise
 // whether the Engine shares goalrun's filesystem (a Unix socket, or an
 // Engine whose name is this host's).
-func detectEngineView(ctx context.Context, cli DockerAPI, info system.Info, hostname string) (engineView, error) {
+func detectEngineView(ctx context.Context, cli DockerAPI, info system.Info, hostname string) engineView {
 	var candidates []string
 	if len(hostname) >= 12 {
 		candidates = append(candidates, hostname)
@@ -56,18 +55,17 @@ func detectEngineView(ctx context.Context, cli DockerAPI, info system.Info, host
 	for _, cand := range candidates {
 		c, err := cli.ContainerInspect(ctx, cand)
 		if err != nil {
-			if errdefs.IsNotFound(err) {
-				continue
-			}
-			return engineView{}, fmt.Errorf("sandbox: docker: inspecting goalrun's own container %s: %w", cand, err)
+			// Not found (or a host name that is no valid container
+			// reference): goalrun is not in a container of this Engine.
+			continue
 		}
 		if c.ContainerJSONBase == nil || !strings.HasPrefix(c.ID, cand) || c.State == nil || !c.State.Running {
 			continue
 		}
-		return engineView{self: &c}, nil
+		return engineView{self: &c}
 	}
 	local := strings.HasPrefix(cli.DaemonHost(), "unix://") || (info.Name != "" && info.Name == hostname)
-	return engineView{local: local}, nil
+	return engineView{local: local}
 }
 
 // hostPath translates p (absolute, symlinks resolved, as goalrun sees it)
