@@ -20,7 +20,7 @@ import (
 // standing in for ubuntu-latest: busybox, plus a /bin/bash that runs
 // busybox sh (act runs `run:` steps with `bash --noprofile --norc -e -o
 // pipefail FILE`).
-const runnerImageTag = "goalrun-test-github-runner:busybox"
+const runnerImageTag = "goalrun-test-github-runner:busybox-all"
 
 // bashShim accepts the options act gives bash and runs busybox sh.
 const bashShim = `#!/bin/sh
@@ -41,13 +41,16 @@ func ensureRunnerImage(t *testing.T) string {
 		return runnerImageTag
 	}
 	root := busyboxRoot(t)
+	_ = os.Remove(filepath.Join(root, "bin", "bash")) // not a busybox applet, but be sure
 	if err := os.WriteFile(filepath.Join(root, "bin", "bash"), []byte(bashShim), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_ = os.Symlink("/bin/busybox", filepath.Join(root, "usr", "bin", "env"))
+	if _, err := os.Lstat(filepath.Join(root, "usr", "bin", "env")); err != nil {
+		_ = os.Symlink("/bin/busybox", filepath.Join(root, "usr", "bin", "env"))
+	}
 	importImage(t, runnerImageTag, root, "", "ENV PATH=/usr/bin:/bin")
 	return runnerImageTag
 }
@@ -186,7 +189,7 @@ func TestActPRCheckExample(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, act, "pull_request",
 		"-W", ".github/workflows/pr-check.yml", "-e", eventPath,
-		"-P", "ubuntu-latest="+runner, "--pull=false", "--action-offline-mode",
+		"-P", "ubuntu-latest="+runner, "--pull=false", "--action-offline-mode", "--rm",
 		"--local-repository", "goalrun/goalrun@v1="+actionDir,
 		"--env", "GITHUB_API_URL="+srv.URL, "--env", "GITHUB_REPOSITORY=octo-org/demo",
 		"-s", "GITHUB_TOKEN="+testToken, "--action-cache-path", filepath.Join(tmp, "act-cache"),
@@ -196,9 +199,7 @@ func TestActPRCheckExample(t *testing.T) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	runErr := cmd.Run()
-	t.Cleanup(func() {
-		_ = exec.Command("docker", "rmi", "-f", "act-goalrun-goalrun-v1-dockeraction:latest").Run()
-	})
+	t.Cleanup(func() { removeActLeftovers(t) })
 	log := out.String()
 	runs := srv.CheckRuns()
 	if len(runs) != 1 {
@@ -217,4 +218,23 @@ func TestActPRCheckExample(t *testing.T) {
 	if !strings.Contains(log, "passed=true grounded=true") {
 		t.Errorf("the example's next step did not see the outputs:\n%s", lastBytes(log, 4000))
 	}
+}
+
+// removeActLeftovers removes what act made for this test's workflow (its job
+// container and volumes are named after the workflow and job) and the
+// action image it built.
+func removeActLeftovers(t *testing.T) {
+	const prefix = "act-goalrun-PR-check-goalrun"
+	if ids, err := exec.Command("docker", "ps", "-aq", "--filter", "name="+prefix).Output(); err == nil {
+		for _, id := range strings.Fields(string(ids)) {
+			_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
+		}
+	}
+	if vols, err := exec.Command("docker", "volume", "ls", "-q", "--filter", "name="+prefix).Output(); err == nil {
+		for _, v := range strings.Fields(string(vols)) {
+			_ = exec.Command("docker", "volume", "rm", "-f", v).Run()
+		}
+	}
+	_ = exec.Command("docker", "rmi", "-f", "act-goalrun-goalrun-v1-dockeraction:latest").Run()
+	_ = exec.Command("docker", "volume", "rm", "-f", "act-toolcache").Run() // act's tool cache, empty here
 }
