@@ -31,7 +31,9 @@ var errEngineUnavailable = errors.New("no Docker Engine answered")
 
 func defaultSandboxes() sandboxFactory {
 	return sandboxFactory{
-		docker: startDocker,
+		docker: func(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox.Sandbox, error) {
+			return startDocker(ctx, rc, cfg)
+		},
 		local: func(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
 			return sandbox.StartLocal(ctx, cfg)
 		},
@@ -122,8 +124,9 @@ const inContainerGoroot = "/usr/local/go"
 // (DOCKER_HOST or the default socket), removes leftovers of dead runs, and
 // without --image builds (or reuses) the default image from files on this
 // machine, mounting the agent's native executable and the host's Go
-// toolchain read-only. goalrun's own executable is the egress relay.
-func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox.Sandbox, error) {
+// toolchain read-only. goalrun's own executable is the egress relay. opts
+// are passed to sandbox.StartDocker.
+func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...sandbox.DockerOption) (sandbox.Sandbox, error) {
 	cli, err := sandbox.NewDockerClient()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errEngineUnavailable, err)
@@ -174,7 +177,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox
 	// What the run creates is labelled to expire after the run's own
 	// timeout, so another goalrun's Reap never removes it early.
 	cfg.Lifetime = rc.timeout
-	sb, err := sandbox.StartDocker(ctx, cli, cfg)
+	sb, err := sandbox.StartDocker(ctx, cli, cfg, opts...)
 	if err != nil {
 		cli.Close()
 		return nil, err
