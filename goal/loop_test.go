@@ -803,3 +803,25 @@ func TestLoopReadsStderrThroughParsersThatWantIt(t *testing.T) {
 		t.Errorf("receipts %d, want the one call made on stderr", out.Receipts.Total())
 	}
 }
+
+// BenchmarkLoopIteration measures one loop iteration on the local sandbox —
+// an agent turn (the command agent, `true`) and a check (`false`) — i.e.
+// the loop's own overhead on top of two process starts.
+func BenchmarkLoopIteration(b *testing.B) {
+	sb, err := sandbox.StartLocal(context.Background(), sandbox.Config{Workspace: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	const perRun = 20
+	b.ResetTimer()
+	for b.Loop() {
+		out, err := goal.Run(context.Background(), goal.Config{
+			Sandbox: sb, Adapter: agent.Command{}, AgentBin: "true", Check: "false", MaxIterations: perRun,
+		})
+		if err != nil || out.AgentTurns != perRun {
+			b.Fatalf("run: %v, %d turns", err, out.AgentTurns)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perRun), "ns/iteration")
+}
