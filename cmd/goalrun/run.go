@@ -44,7 +44,9 @@ func runCmd(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 		sink = report.NewProgressSink(stderr)
 	}
 	eng := defaultEngine()
-	eng.warn = stderr
+	if !cfg.json { // in JSON mode stderr carries nothing but events
+		eng.warn = stderr
+	}
 	doc, code := execute(ctx, cfg, eng, sink)
 	if cfg.json {
 		writeDocument(stdout, doc)
