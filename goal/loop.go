@@ -240,7 +240,11 @@ func (l *loop) run(parent context.Context) {
 			return
 		}
 	}
-	l.halt(report.HaltMaxIterations, fmt.Sprintf("The goal was not met after %d agent turns (--max-iterations).", l.cfg.MaxIterations))
+	// Only reached when the last turn neither passed nor halted itself
+	// (it always does; kept so the loop can never end without a verdict).
+	if !l.halted {
+		l.halt(report.HaltMaxIterations, fmt.Sprintf("The goal was not met after %d agent turns (--max-iterations).", l.cfg.MaxIterations))
+	}
 }
 
 // iteration runs agent turn i, the check and the judge; it returns true when
@@ -330,29 +334,40 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 		l.usage.addJudge(v.Usage)
 	}
 
-	met, grounded := l.evaluate(i, cr, verdict)
+	met, grounded, why := l.verdict(cr, verdict)
 	if met {
+		l.emitEvaluated(i, met, grounded, why, "", "")
 		l.out.Passed, l.out.Grounded = true, grounded
 		return true
 	}
 
+	// Not met: decide whether to go on before saying so, so the event that
+	// says "not met" also says why the run stops here.
+	var halt, reason string
 	if l.cfg.Halter != nil {
-		if halt, reason := l.cfg.Halter.AfterTurn(l.facts(i, cr)); halt != "" {
-			l.halt(halt, reason)
-			return true
-		}
-		if halt, reason := l.cfg.Halter.Budget(l.usage.total()); halt != "" {
-			l.halt(halt, reason)
-			return true
+		if halt, reason = l.cfg.Halter.AfterTurn(l.facts(i, cr)); halt == "" {
+			halt, reason = l.cfg.Halter.Budget(l.usage.total())
 		}
 	}
-	if tr.Status != agent.StatusSuccess {
+	failed := halt == "" && tr.Status != agent.StatusSuccess
+	if failed {
+		halt, reason = report.HaltAgentError, fmt.Sprintf("Agent turn %d failed (%s).", i, firstNonEmpty(tr.Cause, "turn_failed"))
+	}
+	if halt == "" && i == l.cfg.MaxIterations {
+		halt, reason = report.HaltMaxIterations, fmt.Sprintf("The goal was not met after %d agent turns (--max-iterations).", l.cfg.MaxIterations)
+	}
+	l.emitEvaluated(i, met, grounded, why, halt, reason)
+	switch {
+	case failed:
 		msg := firstNonEmpty(tr.Message, step.stderrTail, "The agent's turn failed.")
 		l.fail(report.ErrAgentFailed, firstNonEmpty(tr.Cause, "turn_failed"),
 			fmt.Sprintf("Agent turn %d failed and the goal is not met: %s", i, msg),
 			map[string]any{"iteration": i, "exit_code": step.exitCode},
 			"Read the agent's output in the events for the reason it failed.")
-		l.out.Halt, l.out.HaltReason = report.HaltAgentError, fmt.Sprintf("Agent turn %d failed (%s).", i, firstNonEmpty(tr.Cause, "turn_failed"))
+		l.out.Halt, l.out.HaltReason = halt, reason
+		return true
+	case halt != "":
+		l.halt(halt, reason)
 		return true
 	}
 	return false
@@ -375,11 +390,29 @@ func (l *loop) facts(i int, cr CheckRun) TurnFacts {
 		CheckTimedOut: cr.TimedOut, State: l.state, Usage: l.usage.total()}
 }
 
-// evaluate decides whether the goal is met after a check (and judge) and
-// emits goal_evaluated. The check decides when there is one; the judge
-// decides only without one, and is never grounded.
+// evaluate decides whether the goal is met after the first check and emits
+// goal_evaluated.
 func (l *loop) evaluate(i int, cr CheckRun, v *JudgeVerdict) (met, grounded bool) {
-	var why string
+	met, grounded, why := l.verdict(cr, v)
+	l.emitEvaluated(i, met, grounded, why, "", "")
+	return met, grounded
+}
+
+// emitEvaluated emits goal_evaluated; a halt decided with the verdict goes
+// into its data (halt, halt_reason) and its message.
+func (l *loop) emitEvaluated(i int, met, grounded bool, why, halt, reason string) {
+	data := map[string]any{"iteration": i, "met": met, "grounded": grounded}
+	if halt != "" {
+		data["halt"], data["halt_reason"] = halt, reason
+		why += "; halting (" + halt + "): " + reason
+	}
+	l.events.Emit(report.EventGoalEvaluated, report.PhaseVerifying, why, data)
+}
+
+// verdict decides whether the goal is met after a check (and judge), and
+// says why. The check decides when there is one; the judge decides only
+// without one, and is never grounded.
+func (l *loop) verdict(cr CheckRun, v *JudgeVerdict) (met, grounded bool, why string) {
 	switch {
 	case l.cfg.Check != "":
 		met, grounded = cr.Passed, cr.Passed
@@ -391,9 +424,7 @@ func (l *loop) evaluate(i int, cr CheckRun, v *JudgeVerdict) (met, grounded bool
 		met = v.Met
 		why = fmt.Sprintf("the judge (%s) says %s: %s", v.By, metWord(v.Met), v.Reason)
 	}
-	l.events.Emit(report.EventGoalEvaluated, report.PhaseVerifying, why,
-		map[string]any{"iteration": i, "met": met, "grounded": grounded})
-	return met, grounded
+	return met, grounded, why
 }
 
 func metWord(met bool) string {

@@ -214,8 +214,21 @@ func TestLoopOutcomes(t *testing.T) {
 			if tc.passed && tc.turns == 0 && out.Summary == "" {
 				t.Errorf("no summary for an already-passing check")
 			}
-			if evals := ev.ofType(report.EventGoalEvaluated); tc.failure != report.ErrCheckNotRunnable && len(evals) != tc.iterations {
+			evals := ev.ofType(report.EventGoalEvaluated)
+			if tc.failure != report.ErrCheckNotRunnable && len(evals) != tc.iterations {
 				t.Errorf("%d goal_evaluated events, want one per check (%d)", len(evals), tc.iterations)
+			}
+			// The last verdict event carries the halt decided with it.
+			if tc.halt != "" && len(evals) > 0 {
+				last := evals[len(evals)-1]
+				if last.Data["halt"] != tc.halt || last.Data["halt_reason"] != out.HaltReason || !strings.Contains(last.Message, tc.halt) {
+					t.Errorf("last goal_evaluated %+v, want halt %q with its reason", last, tc.halt)
+				}
+			}
+			for _, e := range evals[:max(len(evals)-1, 0)] {
+				if _, ok := e.Data["halt"]; ok {
+					t.Errorf("goal_evaluated for iteration %v has a halt", e.Data["iteration"])
+				}
 			}
 		})
 	}
@@ -669,10 +682,14 @@ func TestLoopSeams(t *testing.T) {
 		dir := workspace(t, map[string]string{"state": "same"})
 		tr := &fakeTracker{dir: dir}
 		h := &fakeHalter{}
+		ev := &recorder{}
 		out := run(t, context.Background(), goal.Config{
 			Sandbox: local(t, dir), Adapter: agent.Command{}, AgentBin: "echo no change", Check: "exit 1",
-			Tracker: tr, Halter: h,
+			Tracker: tr, Halter: h, Events: ev,
 		})
+		if evals := ev.ofType(report.EventGoalEvaluated); evals[len(evals)-1].Data["halt_reason"] != "same failure, same workspace" {
+			t.Errorf("the no_progress reason is not in the events: %+v", evals[len(evals)-1])
+		}
 		// The Halter first sees the first check and the untouched workspace
 		// (iteration 0), so the fake's "same as before" fires after turn 1.
 		if out.Halt != report.HaltNoProgress || out.AgentTurns != 1 {
