@@ -284,8 +284,8 @@ func (t *WorkspaceTracker) scan(ctx context.Context, prev *snapshot, store bool)
 const readDirBatch = 1024
 
 // walk visits the workspace depth first through root: directories are
-// read in batches, every entry is lstat'ed through root (never by a host
-// path), and the walk stops at MaxFiles entries (directories count too),
+// read in batches, every entry is lstat'ed through its directory's
+// descriptor (never by a host path), and the walk stops at MaxFiles entries (directories count too),
 // marking the snapshot truncated.
 func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot, prev *snapshot, store bool) error {
 	stack := []string{"."}
@@ -329,7 +329,10 @@ func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot,
 				if dir != "." {
 					p = dir + "/" + name
 				}
-				info, err := sub.Lstat(name)
+				// A directory opened in a Root lstats its entries through its
+				// own descriptor (fstatat) while reading them; Info returns
+				// that, never a host-path lstat.
+				info, err := d.Info()
 				if err != nil {
 					continue // vanished meanwhile
 				}
