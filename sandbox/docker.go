@@ -151,6 +151,7 @@ type Docker struct {
 	agentBusy int  // agent steps running
 	agentDead bool // the agent container was killed; restart before the next agent step
 	paused    bool
+	thawed    chan struct{} // closed when the last background unpause ended
 	stepSeq   int
 	checks    map[string]struct{} // check containers alive
 	removals  sync.WaitGroup      // background removals of finished check containers

@@ -171,6 +171,7 @@ func bg(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // execAgent runs an agent step as an exec in the agent container.
 func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (Result, error) {
+	d.thawWait()
 	if err := d.ensureAgent(ctx); err != nil {
 		return Result{}, err
 	}
@@ -399,7 +400,7 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string) (Result, err
 			return Result{}, fmt.Errorf("sandbox: docker: check step directory %q: %w: %w", cmd.Dir, ErrNotStarted, err)
 		}
 	}
-	resume := d.pauseAgent(ctx)
+	frozen, resume := d.pauseAgent(ctx)
 	defer resume()
 
 	mounts := append([]mount.Mount{d.workspaceMount()}, d.extraMnts...)
@@ -438,6 +439,7 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string) (Result, err
 	waitC, waitErr := d.cli.ContainerWait(context.WithoutCancel(ctx), id, container.WaitConditionNextExit)
 	out, errw, done := streams(hj, cmd)
 	start := time.Now()
+	frozen()
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -537,29 +539,63 @@ func (d *Docker) removeCheck(ctx context.Context, id string) {
 	}()
 }
 
-// pauseAgent freezes the agent container while a check runs, unless an
-// agent step is running; the returned function unfreezes it.
-func (d *Docker) pauseAgent(ctx context.Context) func() {
+// pauseAgent starts freezing the agent container for a check, unless an
+// agent step is running. The freeze runs while the check container is being
+// created: call wait before the check starts. resume starts the thaw in the
+// background; the next agent step (thawWait) and Close wait for it, so
+// neither adds to the check's own time.
+func (d *Docker) pauseAgent(ctx context.Context) (wait, resume func()) {
+	d.thawWait()
+	noop := func() {}
 	d.mu.Lock()
 	if d.agentBusy > 0 || d.paused || d.agentDead {
 		d.mu.Unlock()
-		return func() {}
+		return noop, noop
 	}
 	d.paused = true
 	d.mu.Unlock()
-	if err := d.cli.ContainerPause(ctx, d.agentID); err != nil {
-		d.mu.Lock()
-		d.paused = false
-		d.mu.Unlock()
-		return func() {}
+	frozen := make(chan bool, 1)
+	go func() { frozen <- d.cli.ContainerPause(ctx, d.agentID) == nil }()
+	var ok, got bool
+	wait = func() {
+		if !got {
+			ok, got = <-frozen, true
+		}
 	}
-	return func() {
-		cctx, cancel := bg(ctx)
-		defer cancel()
-		_ = d.cli.ContainerUnpause(cctx, d.agentID)
+	resume = func() {
+		wait()
+		if !ok {
+			d.mu.Lock()
+			d.paused = false
+			d.mu.Unlock()
+			return
+		}
+		thawed := make(chan struct{})
 		d.mu.Lock()
-		d.paused = false
+		d.thawed = thawed
 		d.mu.Unlock()
+		d.removals.Add(1)
+		go func() {
+			defer d.removals.Done()
+			defer close(thawed)
+			cctx, cancel := bg(ctx)
+			defer cancel()
+			_ = d.cli.ContainerUnpause(cctx, d.agentID)
+			d.mu.Lock()
+			d.paused = false
+			d.mu.Unlock()
+		}()
+	}
+	return wait, resume
+}
+
+// thawWait waits until the last thaw of the agent container finished.
+func (d *Docker) thawWait() {
+	d.mu.Lock()
+	t := d.thawed
+	d.mu.Unlock()
+	if t != nil {
+		<-t
 	}
 }
 
