@@ -130,7 +130,9 @@ type Docker struct {
 	view       engineView
 	wsMode     WorkspaceMode
 	wsVolume   string // copy mode: the workspace volume
-	wsSource   string // bind mode: the workspace as the Engine's host sees it
+	wsSource   string // bind mode: mountSrc as the Engine's host sees it
+	mountSrc   string // what is mounted at DockerRoot: the workspace, or the git repository root above it
+	root       string // the workspace inside the sandbox: DockerRoot, or below it when mountSrc is wider
 	extraMnts  []mount.Mount
 	netName    string // bridge: the per-run network
 	netMode    container.NetworkMode
@@ -214,12 +216,16 @@ func WithDockerHostEnv(lookup func(string) (string, bool)) DockerOption {
 // running as the container's main process) listens on 127.0.0.1 and forwards
 // to them. bridge gets a per-run bridge network, host the host's.
 //
-// Workspace: bind mounts Config.Workspace at DockerRoot, translating the path
-// through goalrun's own container's mounts when goalrun runs in a container
-// on the same Engine; copy puts the tree into a per-run volume before the
-// first step and copies the changes out after each agent step; auto picks
-// bind when the Engine can see the workspace (and its owner is not root),
-// else copy.
+// Workspace: a workspace inside a git repository (below its root) gets the
+// repository root mounted instead, so git works in the sandbox; steps still
+// start in the workspace (Posture.Root is below DockerRoot) and
+// Posture.Mount records the wider path. bind mounts it at DockerRoot,
+// translating the path through goalrun's own container's mounts when
+// goalrun runs in a container on the same Engine; copy puts the tree into a
+// per-run volume before the first step and copies the changes out after
+// each agent step (the host tree is read once, at start); auto picks bind
+// when the Engine can see the workspace (and its owner is not root), else
+// copy.
 //
 // The posture is read back from ContainerInspect and Info. Errors name what
 // failed and what to do; an error wrapping ErrDangerousMount means a mount
@@ -280,6 +286,7 @@ func (d *Docker) start(ctx context.Context) error {
 		return err
 	}
 	d.cfg.Workspace = ws
+	d.mountSrc, d.root = ws, DockerRoot
 
 	if _, err := d.cli.Ping(ctx); err != nil {
 		return fmt.Errorf("sandbox: docker: no Docker Engine answers at %s: %w; start the Engine or choose --sandbox local", d.cli.DaemonHost(), err)
@@ -294,6 +301,17 @@ func (d *Docker) start(ctx context.Context) error {
 	policy := newMountPolicy(home, d.opts.lookupEnv, d.cli.DaemonHost())
 	if err := policy.check("workspace", ws); err != nil {
 		return err
+	}
+	// A workspace inside a git repository (a monorepo's subfolder) gets
+	// the repository's root mounted, so git works inside; steps still
+	// start in the workspace, and the posture's mount records the wider
+	// path. A root the mount policy refuses (a home folder kept in git)
+	// is not widened to.
+	if repo := repoRootAbove(ws); repo != "" && policy.check("repository root", repo) == nil {
+		rel, err := filepath.Rel(repo, ws)
+		if err == nil && filepath.IsLocal(rel) {
+			d.mountSrc, d.root = repo, path.Join(DockerRoot, filepath.ToSlash(rel))
+		}
 	}
 	for i, m := range cfg.Mounts {
 		if err := policy.check(fmt.Sprintf("mount %d (%s)", i+1, m.Target), m.Source); err != nil {
@@ -420,7 +438,7 @@ func (d *Docker) chooseWorkspace(owner fileOwner) error {
 	if mode == "" {
 		mode = WorkspaceAuto
 	}
-	src, visible := d.view.hostPath(d.cfg.Workspace, true)
+	src, visible := d.view.hostPath(d.mountSrc, true)
 	switch mode {
 	case WorkspaceBind:
 		if !visible {
@@ -689,7 +707,7 @@ func (d *Docker) createAgent(ctx context.Context) error {
 		Cmd:        d.relayCmd,
 		Entrypoint: []string{},
 		User:       mainUser,
-		WorkingDir: DockerRoot,
+		WorkingDir: d.root,
 		Env:        []string{"HOME=" + d.home},
 		Labels:     d.labels("agent"),
 		// The relay's stdout says when it listens (see waitRelay).
@@ -772,7 +790,11 @@ func (d *Docker) readPosture(ctx context.Context) error {
 	p := postureFromInspect(c, d.info)
 	p.Image = d.image
 	p.ImageDigest = d.digest
-	p.Root = DockerRoot
+	p.Root = d.root
+	if d.mountSrc != d.cfg.Workspace {
+		m := d.mountSrc
+		p.Mount = &m
+	}
 	p.Workspace = d.wsMode
 	// Steps run as d.user (every exec and check container names it); the
 	// agent container's own user is the relay's when there is one.
@@ -889,8 +911,9 @@ func (d *Docker) Posture() Posture {
 	return p
 }
 
-// Root returns DockerRoot, the workspace as steps see it.
-func (d *Docker) Root() string { return DockerRoot }
+// Root returns the workspace as steps see it: DockerRoot, or a folder
+// below it when the git repository root above the workspace is mounted.
+func (d *Docker) Root() string { return d.root }
 
 // ContainerID returns the agent container's id (for the sandbox_ready event).
 func (d *Docker) ContainerID() string { return d.agentID }

@@ -186,3 +186,41 @@ func TestDockerAutoCopiesRootOwnedWorkspace(t *testing.T) {
 		t.Errorf("exit %d, host file %q %v", res.ExitCode, b, err)
 	}
 }
+
+// TestDockerWidensToRepositoryRoot: a workspace that is a subfolder of a git
+// repository gets the repository root mounted (git needs it); steps start in
+// the workspace, the posture's root says where it is and mount names the
+// wider host path. In both workspace modes.
+func TestDockerWidensToRepositoryRoot(t *testing.T) {
+	for _, mode := range []sandbox.WorkspaceMode{sandbox.WorkspaceBind, sandbox.WorkspaceCopy} {
+		t.Run(string(mode), func(t *testing.T) {
+			repo := t.TempDir()
+			for _, d := range []string{".git", "services/api"} {
+				if err := os.MkdirAll(filepath.Join(repo, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			os.WriteFile(filepath.Join(repo, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+			os.WriteFile(filepath.Join(repo, "go.mod"), []byte("module example\n"), 0o644)
+			dockertest.Chown(t, repo, testUID, testGID)
+			ws := filepath.Join(repo, "services", "api")
+			sb, _ := startDocker(t, sandbox.Config{Workspace: ws, WorkspaceMode: mode})
+			p := sb.Posture()
+			if p.Root != sandbox.DockerRoot+"/services/api" || p.Mount == nil || *p.Mount != repo {
+				t.Fatalf("posture root %q mount %v, want %s/services/api and %s", p.Root, p.Mount, sandbox.DockerRoot, repo)
+			}
+			for _, role := range bothRoles {
+				res := run(t, sb, sh(role, "pwd; cat ../../.git/HEAD ../../go.mod; echo "+role.String()+" > made-by-"+role.String()))
+				want := p.Root + "\nref: refs/heads/main\nmodule example\n"
+				if res.ExitCode != 0 || string(res.Stdout.Tail) != want {
+					t.Errorf("%s: exit %d stdout %q, want %q (stderr %q)", role, res.ExitCode, res.Stdout.Tail, want, res.Stderr.Tail)
+				}
+			}
+			// Agent writes reach the host workspace (copy mode copies out
+			// after agent steps).
+			if b, err := os.ReadFile(filepath.Join(ws, "made-by-agent")); err != nil || string(b) != "agent\n" {
+				t.Errorf("host workspace: %q %v", b, err)
+			}
+		})
+	}
+}

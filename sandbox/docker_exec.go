@@ -74,7 +74,7 @@ func (d *Docker) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	dir, err := stepWorkDir(cmd.Dir)
+	dir, err := stepWorkDir(d.root, cmd.Dir)
 	if err != nil {
 		return Result{}, err
 	}
@@ -104,15 +104,16 @@ func (d *Docker) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	return d.execAgent(ctx, cmd, dir, seq)
 }
 
-// stepWorkDir maps Cmd.Dir to the working directory inside the sandbox.
-func stepWorkDir(rel string) (string, error) {
+// stepWorkDir maps Cmd.Dir to the working directory inside the sandbox,
+// whose workspace is root.
+func stepWorkDir(root, rel string) (string, error) {
 	if rel == "" || rel == "." {
-		return DockerRoot, nil
+		return root, nil
 	}
 	if !filepath.IsLocal(rel) {
 		return "", fmt.Errorf("sandbox: docker: step directory %q is not inside the workspace: %w", rel, ErrNotStarted)
 	}
-	return path.Join(DockerRoot, filepath.ToSlash(rel)), nil
+	return path.Join(root, filepath.ToSlash(rel)), nil
 }
 
 // stopReason is why a step is being stopped early.
@@ -393,10 +394,10 @@ func (d *Docker) ensureAgent(ctx context.Context) error {
 
 // runCheck runs a check step in a fresh container.
 func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string) (Result, error) {
-	if d.wsMode == WorkspaceBind && dir != DockerRoot {
+	if d.wsMode == WorkspaceBind && dir != d.root {
 		// The Engine creates a missing working directory; refuse instead,
 		// as an exec would.
-		if err := dirExists(d.cfg.Workspace, strings.TrimPrefix(dir, DockerRoot+"/")); err != nil {
+		if err := dirExists(d.cfg.Workspace, cmd.Dir); err != nil {
 			return Result{}, fmt.Errorf("sandbox: docker: check step directory %q: %w: %w", cmd.Dir, ErrNotStarted, err)
 		}
 	}

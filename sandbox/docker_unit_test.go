@@ -332,7 +332,7 @@ func TestStepWorkDirAndNotStarted(t *testing.T) {
 		{"", DockerRoot, false}, {".", DockerRoot, false}, {"a/b", DockerRoot + "/a/b", false},
 		{"..", "", true}, {"/etc", "", true}, {"a/../../b", "", true},
 	} {
-		got, err := stepWorkDir(tc.in)
+		got, err := stepWorkDir(DockerRoot, tc.in)
 		if (err != nil) != tc.bad || got != tc.want || (tc.bad && !errors.Is(err, ErrNotStarted)) {
 			t.Errorf("stepWorkDir(%q) = %q, %v", tc.in, got, err)
 		}
@@ -508,5 +508,41 @@ func TestReapDecisions(t *testing.T) {
 	}
 	if rep.Total() != len(want) {
 		t.Errorf("report total %d, want %d", rep.Total(), len(want))
+	}
+}
+
+func TestRepoRootAbove(t *testing.T) {
+	base := t.TempDir()
+	mk := func(p string) string {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(base, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(base, p)
+	}
+	mk("repo/.git")
+	mk("repo/services/api")
+	mk("plain/dir")
+	mk("wt/sub")
+	os.WriteFile(filepath.Join(base, "wt", ".git"), []byte("gitdir: /elsewhere\n"), 0o644)
+	mk("nested/.git")
+	mk("nested/inner/.git")
+	mk("nested/inner/pkg")
+	for _, tc := range []struct{ ws, want string }{
+		{"repo/services/api", "repo"},
+		{"repo/services", "repo"},
+		{"repo", ""},
+		{"plain/dir", ""},
+		{"wt/sub", "wt"},
+		{"nested/inner/pkg", "nested/inner"},
+		{"nested/inner", ""},
+	} {
+		want := ""
+		if tc.want != "" {
+			want = filepath.Join(base, tc.want)
+		}
+		if got := repoRootAbove(filepath.Join(base, tc.ws)); got != want {
+			t.Errorf("repoRootAbove(%s) = %q, want %q", tc.ws, got, want)
+		}
 	}
 }

@@ -101,9 +101,9 @@ func (v engineView) hostPath(p string, writable bool) (string, bool) {
 // mismatch means the Engine resolved the path on another filesystem (goalrun
 // in a container that could not be recognized); copy mode is then the way.
 func (d *Docker) verifyBind(ctx context.Context) error {
-	st, err := os.Stat(d.cfg.Workspace)
+	st, err := os.Stat(d.mountSrc)
 	if err != nil {
-		return fmt.Errorf("sandbox: docker: workspace %q: %w", d.cfg.Workspace, err)
+		return fmt.Errorf("sandbox: docker: workspace %q: %w", d.mountSrc, err)
 	}
 	ps, err := d.cli.ContainerStatPath(ctx, d.agentID, DockerRoot)
 	if err != nil {
@@ -111,9 +111,25 @@ func (d *Docker) verifyBind(ctx context.Context) error {
 	}
 	if !ps.Mtime.Equal(st.ModTime()) || ps.Mode.Perm() != st.Mode().Perm() {
 		return fmt.Errorf("sandbox: docker: the Engine at %s mounted a different folder at %s than goalrun's workspace %q (modified %s vs %s); goalrun cannot share its filesystem with this Engine: use --workspace copy",
-			d.cli.DaemonHost(), DockerRoot, d.cfg.Workspace, ps.Mtime, st.ModTime())
+			d.cli.DaemonHost(), DockerRoot, d.mountSrc, ps.Mtime, st.ModTime())
 	}
 	return nil
+}
+
+// repoRootAbove returns the nearest folder above ws (not ws itself) that
+// holds a .git entry (a folder, or a file for worktrees and submodules),
+// or "" when ws is a repository root itself or in none. It only looks
+// (Lstat); it never runs git.
+func repoRootAbove(ws string) string {
+	if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
+		return ""
+	}
+	for dir := filepath.Dir(ws); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			return dir
+		}
+	}
+	return ""
 }
 
 // dirExists reports whether rel is a folder inside the workspace, without
@@ -140,11 +156,11 @@ func dirExists(workspace, rel string) error {
 // devices and fifos are skipped.
 func (d *Docker) copyIn(ctx context.Context) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarTree(d.cfg.Workspace, d.uid, d.gid, pw)) }()
+	go func() { pw.CloseWithError(tarTree(d.mountSrc, d.uid, d.gid, pw)) }()
 	err := d.cli.CopyToContainer(ctx, d.agentID, DockerRoot, pr, container.CopyToContainerOptions{})
 	pr.CloseWithError(err)
 	if err != nil {
-		return fmt.Errorf("sandbox: docker: copying the workspace %q into the sandbox: %w", d.cfg.Workspace, err)
+		return fmt.Errorf("sandbox: docker: copying the workspace %q into the sandbox: %w", d.mountSrc, err)
 	}
 	return nil
 }
@@ -310,17 +326,17 @@ func (d *Docker) copyOut(ctx context.Context) error {
 		return fmt.Errorf("sandbox: docker: copying the workspace out of the sandbox: %w", err)
 	}
 	defer rc.Close()
-	root, err := os.OpenRoot(d.cfg.Workspace)
+	root, err := os.OpenRoot(d.mountSrc)
 	if err != nil {
-		return fmt.Errorf("sandbox: docker: workspace %q: %w", d.cfg.Workspace, err)
+		return fmt.Errorf("sandbox: docker: workspace %q: %w", d.mountSrc, err)
 	}
 	defer root.Close()
 	seen, err := applyTar(root, tar.NewReader(bufio.NewReaderSize(rc, 256<<10)))
 	if err != nil {
-		return fmt.Errorf("sandbox: docker: copying the workspace out of the sandbox into %q: %w", d.cfg.Workspace, err)
+		return fmt.Errorf("sandbox: docker: copying the workspace out of the sandbox into %q: %w", d.mountSrc, err)
 	}
 	if err := removeUnseen(root, seen); err != nil {
-		return fmt.Errorf("sandbox: docker: removing files the sandbox deleted from %q: %w", d.cfg.Workspace, err)
+		return fmt.Errorf("sandbox: docker: removing files the sandbox deleted from %q: %w", d.mountSrc, err)
 	}
 	return nil
 }
