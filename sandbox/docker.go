@@ -915,6 +915,21 @@ func (d *Docker) Posture() Posture {
 // below it when the git repository root above the workspace is mounted.
 func (d *Docker) Root() string { return d.root }
 
+// UpstreamURL returns the base URL of Config.Upstreams[i] as agent steps
+// must use it: the relay's loopback address inside the sandbox in egress
+// mode ("http://127.0.0.1:3129" for the first), the real URL otherwise, ""
+// when i is out of range. It is what the upstream's BaseURLEnv holds, for
+// agents that take the URL as a flag instead (Codex).
+func (d *Docker) UpstreamURL(i int) string {
+	if i < 0 || i >= len(d.cfg.Upstreams) {
+		return ""
+	}
+	if d.egress != nil {
+		return d.egress.upstreamURL(i)
+	}
+	return d.cfg.Upstreams[i].URL
+}
+
 // ContainerID returns the agent container's id (for the sandbox_ready event).
 func (d *Docker) ContainerID() string { return d.agentID }
 

@@ -19,8 +19,9 @@ import (
 )
 
 // RelayReadyLine is what `goalrun __relay` prints on stdout once every
-// listener is bound; StartDocker waits for it before the first step.
-const RelayReadyLine = "goalrun relay: ready"
+// listener is bound; StartDocker waits for it before the first step. It is
+// egress.RelayReadyLine, so the two cannot drift.
+const RelayReadyLine = egress.RelayReadyLine
 
 // maxSocketDirBytes keeps socket paths within Linux's 107-byte sun_path,
 // on both sides: "<dir>/up15.sock" must fit.

@@ -91,12 +91,19 @@ func TestDockerEgress(t *testing.T) {
 		t.Fatalf("posture at start: %+v", p)
 	}
 
+	if got := sb.UpstreamURL(0); got != "http://127.0.0.1:3129" {
+		t.Errorf("UpstreamURL(0) = %q, want the relay's loopback port", got)
+	}
+	if got := sb.UpstreamURL(1); got != "" {
+		t.Errorf("UpstreamURL(1) = %q for a missing upstream, want \"\"", got)
+	}
+
 	t.Run("model API through the relay gets the real key upstream", func(t *testing.T) {
 		out := run(t, sb, sh(sandbox.RoleAgent, `echo "key=$ANTHROPIC_API_KEY base=$ANTHROPIC_BASE_URL"; wget -Y off -q -O- --header "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/messages"`))
 		if out.ExitCode != 0 || !strings.Contains(string(out.Stdout.Tail), `"content":"ok"`) {
 			t.Fatalf("exit %d stdout %q stderr %q", out.ExitCode, out.Stdout.Tail, out.Stderr.Tail)
 		}
-		if want := "key=" + sandbox.DummyKey + " base=http://127.0.0.1:"; !strings.HasPrefix(string(out.Stdout.Tail), want) {
+		if want := "key=" + sandbox.DummyKey + " base=" + sb.UpstreamURL(0) + "\n"; !strings.HasPrefix(string(out.Stdout.Tail), want) {
 			t.Errorf("the sandbox's env: %q, want it to start %q", out.Stdout.Tail, want)
 		}
 		hits, keys := model.seen()

@@ -231,7 +231,7 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 	res.ExitCode = ins.ExitCode
 	res.Stdout, res.Stderr = out.Output(), errw.Output()
 	if err := notStarted(res, cmd.Args[0]); err != nil {
-		return Result{}, err
+		return Result{}, d.explainStart(cctx, err)
 	}
 	if res.ExitCode != 0 {
 		res.OOMKilled = d.oomDuring(cctx, d.agentID, start, res.ExitCode == 137)
@@ -244,8 +244,13 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 	return res, nil
 }
 
-// notStarted turns the wrapper's sentinel (or the runtime's own message
-// when sh itself is missing) into ErrNotStarted.
+// notStarted tells a step that never started from one that ran: the
+// wrapper's sentinel (the program is missing) and the runtime refusing to
+// start sh itself (no shell in the image, a working directory that is not
+// there) wrap ErrNotStarted; any other runtime failure to start the
+// process (runc's "read init-p: connection reset by peer" when the
+// container is out of memory or processes) is a plain error, since the
+// program exists and a later step may well run. nil means the step ran.
 func notStarted(res Result, prog string) error {
 	if res.ExitCode != 126 && res.ExitCode != 127 {
 		return nil
@@ -255,10 +260,49 @@ func notStarted(res Result, prog string) error {
 		return fmt.Errorf("sandbox: docker: step %q: %w: not found on the sandbox's PATH", prog, ErrNotStarted)
 	}
 	all := append(append([]byte(nil), res.Stdout.Tail...), tail...)
-	if bytes.Contains(all, []byte("OCI runtime exec failed")) || bytes.Contains(all, []byte("OCI runtime create failed")) {
-		return fmt.Errorf("sandbox: docker: step %q: %w: %s", prog, ErrNotStarted, strings.TrimSpace(string(all)))
+	if !bytes.Contains(all, []byte("OCI runtime exec failed")) && !bytes.Contains(all, []byte("OCI runtime create failed")) {
+		return nil
 	}
-	return nil
+	msg := strings.TrimSpace(string(all))
+	if isNotStartedErr(errors.New(msg)) {
+		return fmt.Errorf("sandbox: docker: step %q: %w: %s", prog, ErrNotStarted, msg)
+	}
+	return &startError{msg: msg}
+}
+
+// startError is the runtime failing to start a step's process for another
+// reason than a missing program.
+type startError struct{ msg string }
+
+func (e *startError) Error() string {
+	return "sandbox: docker: the container runtime could not start the step: " + e.msg
+}
+
+// explainStart adds what the agent container's state says to a startError:
+// paused, out of memory, or stopped.
+func (d *Docker) explainStart(ctx context.Context, err error) error {
+	var se *startError
+	if !errors.As(err, &se) {
+		return err
+	}
+	c, ierr := d.cli.ContainerInspect(ctx, d.agentID)
+	if ierr != nil || c.State == nil {
+		return err
+	}
+	var hints []string
+	if c.State.Paused {
+		hints = append(hints, "the agent container is paused")
+	}
+	if c.State.OOMKilled {
+		hints = append(hints, "the agent container hit its memory limit (files in /tmp and HOME count against it)")
+	}
+	if !c.State.Running {
+		hints = append(hints, "the agent container is not running")
+	}
+	if len(hints) == 0 {
+		hints = append(hints, "the container may be out of memory or processes (pids limit)")
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(hints, "; "))
 }
 
 // stopAgentStep kills the step's process group; when the streams stay open,
@@ -556,7 +600,13 @@ func (d *Docker) pauseAgent(ctx context.Context) (wait, resume func()) {
 	d.paused = true
 	d.mu.Unlock()
 	frozen := make(chan bool, 1)
-	go func() { frozen <- d.cli.ContainerPause(ctx, d.agentID) == nil }()
+	go func() {
+		// Not ctx: a pause the Engine carries out after the caller gave
+		// up would leave the agent frozen for good.
+		cctx, cancel := bg(ctx)
+		defer cancel()
+		frozen <- d.cli.ContainerPause(cctx, d.agentID) == nil
+	}()
 	var ok, got bool
 	wait = func() {
 		if !got {
@@ -566,6 +616,12 @@ func (d *Docker) pauseAgent(ctx context.Context) (wait, resume func()) {
 	resume = func() {
 		wait()
 		if !ok {
+			// The pause failed (no freezer, say): the check ran with the
+			// agent container thawed. Unpause anyway in case it half
+			// happened; an error here only means it was not paused.
+			cctx, cancel := bg(ctx)
+			_ = d.cli.ContainerUnpause(cctx, d.agentID)
+			cancel()
 			d.mu.Lock()
 			d.paused = false
 			d.mu.Unlock()

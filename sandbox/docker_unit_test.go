@@ -347,6 +347,7 @@ func TestStepWorkDirAndNotStarted(t *testing.T) {
 		{"program printed the same and more", Result{ExitCode: 127, Stderr: out("x\n" + notStartedPrefix + "nope\n")}, false},
 		{"sh: not found inside a script", Result{ExitCode: 127, Stderr: out("sh: foo: not found\n")}, false},
 		{"runtime refused", Result{ExitCode: 126, Stdout: out("OCI runtime exec failed: exec failed: exec: \"sh\": executable file not found in $PATH: unknown\r\n")}, true},
+		{"missing working directory", Result{ExitCode: 126, Stdout: out("OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/workspace/x\") set in config.json failed: no such file or directory: unknown\r\n")}, true},
 		{"ordinary failure", Result{ExitCode: 1, Stderr: out(notStartedPrefix + "x\n")}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -354,6 +355,15 @@ func TestStepWorkDirAndNotStarted(t *testing.T) {
 				t.Errorf("notStarted = %v, want %v", got, tc.want)
 			}
 		})
+	}
+	// runc's init dying (out of memory or pids) is a failure of the
+	// machinery, not a missing program: the loop must not report the
+	// agent as not found.
+	initDied := Result{ExitCode: 126, Stdout: out("OCI runtime exec failed: exec failed: unable to start container process: read init-p: connection reset by peer: unknown\r\n")}
+	err := notStarted(initDied, "claude")
+	var se *startError
+	if err == nil || errors.Is(err, ErrNotStarted) || !errors.As(err, &se) {
+		t.Errorf("init-p failure: %v, want a startError that is not ErrNotStarted", err)
 	}
 }
 
