@@ -146,13 +146,23 @@ func TestBinaryNoProgressAndTestEdits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the goalrun binary; skipped with -short")
 	}
-	doc, _, code := runBinary(t, map[string]string{"check.sh": "echo '--- FAIL: TestX (0.01s)'; exit 1\n"},
+	doc, events, code := runBinary(t, map[string]string{"check.sh": "echo '--- FAIL: TestX (0.01s)'; exit 1\n"},
 		"--agent", "command", "--agent-bin", `echo "Looked around."`, "--until", "sh check.sh", "--max-iterations", "5")
 	if code != 1 || at(doc, "goal", "halt") != report.HaltNoProgress || at(doc, "goal", "iterations") != float64(2) {
 		t.Fatalf("exit %d, goal %v", code, doc["goal"])
 	}
 	if r, _ := at(doc, "goal", "halt_reason").(string); !strings.Contains(r, "No progress") {
 		t.Errorf("halt_reason = %q", r)
+	}
+	haltEvent := false
+	for _, ev := range events {
+		if ev.Type == report.EventGoalEvaluated && ev.Data["halt"] == report.HaltNoProgress {
+			r, _ := ev.Data["halt_reason"].(string)
+			haltEvent = strings.Contains(r, "No progress") && strings.Contains(ev.Message, "No progress")
+		}
+	}
+	if !haltEvent {
+		t.Errorf("no goal_evaluated event carries the no_progress halt and its reason: %+v", events)
 	}
 
 	doc, _, code = runBinary(t, map[string]string{"check.sh": "exit 1\n"},
