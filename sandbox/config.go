@@ -95,6 +95,11 @@ type Config struct {
 	// similar); check steps get only the fixed minimal environment plus
 	// Cmd.Env.
 	Env map[string]string
+	// ToolEnv is a non-secret environment both agent and check steps get
+	// (toolchain settings: GOCACHE, CGO_ENABLED, GOFLAGS…; see
+	// GoCacheMount). It must hold no secret and no proxy setting: the
+	// check's environment stays free of both.
+	ToolEnv map[string]string
 	// Secrets are passed into agent steps as environment variables; their
 	// names are recorded in Posture.SecretsInSandbox and the tier drops.
 	Secrets map[string]string

@@ -386,6 +386,11 @@ func (d *Docker) start(ctx context.Context) error {
 		d.track(func(c *createdSet) { c.volumes = append(c.volumes, name) })
 		d.wsVolume = name
 	}
+	for k := range cfg.ToolEnv {
+		if _, secret := cfg.Secrets[k]; secret || slices.Contains(proxyEnv, k) || k == "HOME" {
+			return fmt.Errorf("sandbox: docker: Config.ToolEnv %s: a secret, a proxy setting or HOME cannot go into every step (check steps get neither)", k)
+		}
+	}
 	d.buildEnv()
 	if err := d.createAgent(ctx); err != nil {
 		return err
@@ -549,6 +554,9 @@ func (d *Docker) track(f func(*createdSet)) {
 // KEY=VALUE; the image's own ENV comes first, through the Engine).
 func (d *Docker) buildEnv() {
 	a := map[string]string{"HOME": d.home}
+	for k, v := range d.cfg.ToolEnv {
+		a[k] = v
+	}
 	for k, v := range d.cfg.Env {
 		a[k] = v
 	}
@@ -588,7 +596,11 @@ func (d *Docker) buildEnv() {
 		}
 	}
 	d.agentEnv = envList(a)
-	d.checkEnv = envList(map[string]string{"HOME": d.home})
+	c := map[string]string{"HOME": d.home}
+	for k, v := range d.cfg.ToolEnv {
+		c[k] = v
+	}
+	d.checkEnv = envList(c)
 	d.secrets = make([]string, 0, len(secrets))
 	for k := range secrets {
 		d.secrets = append(d.secrets, k)

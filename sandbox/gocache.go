@@ -1,0 +1,186 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// GoCacheTarget is where a warmed Go build cache is mounted (read-only) in
+// the sandbox; GoCacheMount returns the mount and its environment.
+const GoCacheTarget = "/opt/goalrun/gocache"
+
+// goWarmMarker marks a warmed cache folder as complete.
+const goWarmMarker = ".goalrun-warm"
+
+// goWarmSource is the package WarmGoCache tests to fill the cache: its
+// imports are the standard library a typical project's tests pull in.
+const goWarmSource = `package warm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestWarm(t *testing.T) {
+	_ = []any{bufio.NewReader, bytes.NewReader, context.Background, json.Marshal, errors.New, fmt.Sprint, io.Copy,
+		http.NewRequest, httptest.NewServer, os.Getenv, exec.Command, filepath.Join, regexp.MustCompile, sort.Strings,
+		strconv.Itoa, strings.Cut, new(sync.Mutex), time.Now}
+}
+`
+
+// goToolEnv is the environment the cache is warmed with; checks must build
+// with the same settings to hit it (GoCacheMount returns them).
+// GODEBUG=goindex=0 turns off the go command's package index, which it
+// would otherwise write into GOCACHE while loading packages and, on a
+// read-only cache, fail with "[setup failed]" (seen with Go 1.26); compiled
+// packages are read from the cache either way, and writes of new results
+// are dropped quietly.
+var goToolEnv = map[string]string{"CGO_ENABLED": "0", "GOFLAGS": "", "GOTOOLCHAIN": "local", "GODEBUG": "goindex=0"}
+
+// WarmGoCache returns a Go build cache folder under cacheRoot that holds the
+// standard library compiled by the toolchain at goroot (CGO_ENABLED=0, the
+// packages a typical test imports, testing included), building it the first
+// time for each toolchain version and place. Mounted read-only into the
+// sandbox at the same GOROOT path (GoCacheMount), it saves every fresh check
+// container from compiling the standard library again — Go uses an
+// unwritable cache for reading and builds what it lacks — while the agent
+// cannot poison it for the check. goalrun runs the toolchain here, on the
+// host, in a temporary module of its own (never in the agent's tree),
+// offline (GOPROXY=off).
+//
+// The folder's name is a hash of `go env GOVERSION GOOS GOARCH` and goroot.
+// Errors name the go command that failed, with its output.
+func WarmGoCache(ctx context.Context, goroot, cacheRoot string) (string, error) {
+	gobin := filepath.Join(goroot, "bin", "go")
+	env := goEnv(goroot, "")
+	out, err := command(ctx, gobin, "", env, "env", "GOVERSION", "GOOS", "GOARCH")
+	if err != nil {
+		return "", fmt.Errorf("sandbox: go cache: %s env: %w", gobin, err)
+	}
+	sum := sha256.Sum256([]byte(out + "\x00" + goroot + "\x00CGO_ENABLED=0"))
+	dir := filepath.Join(cacheRoot, "go-build-"+hex.EncodeToString(sum[:8]))
+	if _, err := os.Stat(filepath.Join(dir, goWarmMarker)); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(cacheRoot, 0o755); err != nil {
+		return "", fmt.Errorf("sandbox: go cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(cacheRoot, "go-build-warming-")
+	if err != nil {
+		return "", fmt.Errorf("sandbox: go cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	mod := filepath.Join(tmp, "module")
+	cache := filepath.Join(tmp, "cache")
+	if err := os.MkdirAll(mod, 0o755); err != nil {
+		return "", fmt.Errorf("sandbox: go cache: %w", err)
+	}
+	files := map[string]string{
+		"go.mod":       "module goalrun.invalid/warm\n\ngo 1.21\n",
+		"warm_test.go": goWarmSource,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(mod, name), []byte(body), 0o644); err != nil {
+			return "", fmt.Errorf("sandbox: go cache: %w", err)
+		}
+	}
+	if out, err := command(ctx, gobin, mod, goEnv(goroot, cache), "test", "-count=1", "./..."); err != nil {
+		return "", fmt.Errorf("sandbox: go cache: warming with %s test: %w\n%s", gobin, err, out)
+	}
+	// Readable by the sandbox user, whoever built it.
+	err = filepath.WalkDir(cache, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := fs.FileMode(0o644)
+		if e.IsDir() {
+			mode = 0o755
+		}
+		return os.Chmod(p, mode)
+	})
+	if err != nil {
+		return "", fmt.Errorf("sandbox: go cache: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(cache, goWarmMarker), []byte(out), 0o644); err != nil {
+		return "", fmt.Errorf("sandbox: go cache: %w", err)
+	}
+	if err := os.Rename(cache, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, goWarmMarker)); serr == nil {
+			return dir, nil // another goalrun warmed it meanwhile
+		}
+		if errors.Is(err, fs.ErrExist) || strings.Contains(err.Error(), "not empty") {
+			// A half-made folder of a process that died: replace it.
+			if rerr := os.RemoveAll(dir); rerr == nil {
+				err = os.Rename(cache, dir)
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("sandbox: go cache: %w", err)
+		}
+	}
+	return dir, nil
+}
+
+// GoCacheMount returns the read-only mount of a cache WarmGoCache made and
+// the variables both step roles need to use it (Config.ToolEnv): GOCACHE,
+// and the settings it was built with.
+func GoCacheMount(dir string) (Mount, map[string]string) {
+	env := map[string]string{"GOCACHE": GoCacheTarget}
+	for k, v := range goToolEnv {
+		env[k] = v
+	}
+	return Mount{Source: dir, Target: GoCacheTarget, ReadOnly: true}, env
+}
+
+// goEnv is a minimal environment for running the toolchain at goroot
+// offline, with cache as GOCACHE ("" leaves it unset).
+func goEnv(goroot, cache string) []string {
+	home, _ := os.UserHomeDir()
+	if home == "" {
+		home = os.TempDir()
+	}
+	env := []string{
+		"PATH=" + filepath.Join(goroot, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"HOME=" + home,
+		"GOPROXY=off", "GO111MODULE=on",
+	}
+	for k, v := range goToolEnv {
+		env = append(env, k+"="+v)
+	}
+	if cache != "" {
+		env = append(env, "GOCACHE="+cache, "GOPATH="+filepath.Join(filepath.Dir(cache), "gopath"))
+	}
+	return env
+}
+
+func command(ctx context.Context, bin, dir string, env []string, args ...string) (string, error) {
+	c := exec.CommandContext(ctx, bin, args...)
+	c.Dir, c.Env = dir, env
+	out, err := c.CombinedOutput()
+	return string(out), err
+}
