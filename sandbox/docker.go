@@ -115,6 +115,27 @@ var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
 // Engine: one long-lived agent container per run (steps are execs in it) and
 // a fresh, network-less, secret-less container per check step. See
 // sandbox.md for the policy and StartDocker for how it is applied.
+//
+// Where it deviates from or adds to sandbox.md, and why:
+//   - Steps need a POSIX sh in the image (only the relay needs nothing but a
+//     kernel): the Engine cannot signal an exec's processes, so each step
+//     starts through a tiny sh wrapper that records its process group for
+//     the timeout kill (stepWrapper). Checks need sh anyway (`sh -c`).
+//   - The agent container is frozen (docker pause) while a check runs, so a
+//     process the agent left behind cannot rewrite the shared workspace
+//     during the check; the fresh check container alone would not stop that
+//     in bind mode.
+//   - A workspace owned by root is copied in auto mode: the sandbox user is
+//     never root implicitly, and could not write a root-owned bind mount.
+//   - The relay runs as another user than the steps (relayUser), so an agent
+//     cannot kill it; the proxy sockets are given to that user alone.
+//   - Containers use the "none" log driver: a step printing gigabytes
+//     streams to goalrun and never fills the Engine's disk.
+//   - Copy mode prepares its volume with a throwaway container that holds
+//     CAP_CHOWN only (chownVolumeRoot): the archive API never changes the
+//     owner of the folder it extracts into.
+//   - Egress needs the Engine on goalrun's host (Unix sockets do not cross
+//     machines); with a remote Engine only none, bridge and host work.
 type Docker struct {
 	cli  DockerAPI
 	cfg  Config
