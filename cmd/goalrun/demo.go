@@ -34,10 +34,10 @@ const (
 	// demoMaxIterations leaves one turn of room beyond the two the demo
 	// needs, so a pass is the check's doing, not the limit's.
 	demoMaxIterations = 3
-	// demoTimeout bounds the whole demo run. Every check is a fresh
-	// container whose Go build cache is an empty tmpfs, so each one
-	// compiles the standard library again: minutes on a loaded 2-core
-	// machine.
+	// demoTimeout bounds the whole demo run: generous, because every
+	// check is a fresh container and, without a warm Go build cache, each
+	// one compiles the standard library again (minutes on a loaded 2-core
+	// machine).
 	demoTimeout = 60 * time.Minute
 	// demoStepTimeout bounds one agent turn or one check.
 	demoStepTimeout = 20 * time.Minute
@@ -142,6 +142,11 @@ func (d *demo) run(ctx context.Context) int {
 	src, err := d.findSource()
 	if err != nil {
 		return writeStartupError(err, d.opts.json, d.stdout, d.stderr)
+	}
+	if hostGoroot() == "" {
+		return writeStartupError(&startupError{code: report.ErrBadInput,
+			message:     "the demo's check is `" + demoCheck + "`, but there is no Go toolchain on PATH to run it (in the Docker sandbox it is the host's, mounted read-only)",
+			suggestions: []string{"Install Go (1.22 or newer) and put its bin folder on PATH, then run the demo again."}}, d.opts.json, d.stdout, d.stderr)
 	}
 	if err := d.checkRelay(ctx); err != nil {
 		return writeStartupError(err, d.opts.json, d.stdout, d.stderr)
@@ -405,7 +410,9 @@ func (d *demo) config() (runConfig, error) {
 // gets its own HOME.
 func (d *demo) engine() engine {
 	eng := defaultEngine()
-	eng.warn = d.stderr
+	if !d.opts.json { // in JSON mode stderr carries nothing but events
+		eng.warn = d.stderr
+	}
 	local := eng.sandboxes.local
 	eng.sandboxes.docker = func(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox.Sandbox, error) {
 		cfg.AllowHosts = nil
@@ -474,10 +481,18 @@ func (d *demo) intro(src string) {
 	switch d.opts.sandbox {
 	case "local":
 		fmt.Fprintf(w, "  sandbox:   the local host (--sandbox local): no container, the host's network\n")
-	case "docker":
-		fmt.Fprintf(w, "  sandbox:   Docker, network egress (goalrun's proxy is the only way out)\n")
 	default:
-		fmt.Fprintf(w, "  sandbox:   Docker, network egress (goalrun's proxy is the only way out); the local host if no Docker Engine answers\n")
+		fallback := ""
+		if d.opts.sandbox == "auto" {
+			fallback = "; the local host if no Docker Engine answers"
+		}
+		fmt.Fprintf(w, "  sandbox:   Docker, network egress: goalrun's proxy is the only way out%s\n", fallback)
+		if d.claude != "" {
+			fmt.Fprintf(w, "             the proxy serves the model server as the agent's API and adds the key; the server is on\n")
+			fmt.Fprintf(w, "             127.0.0.1, a loopback upstream the proxy allows for this demo only\n")
+		}
+		fmt.Fprintf(w, "             the host's Go toolchain is mounted read-only for the check, which runs in a fresh container\n")
+		fmt.Fprintf(w, "             with no network and no secret each time\n")
 	}
 	if d.claude != "" {
 		fmt.Fprintf(w, "  scripted:  turn 1 reads the test, fixes one bug of two and says %q before any check ran;\n", demoPrematureClaim)
@@ -624,6 +639,7 @@ func splitTime(evs []report.Event) (timeSplit, error) {
 			s.terminal = e.Time
 			if !agentAt.IsZero() { // the run ended during a turn
 				s.agent += e.Time.Sub(agentAt)
+				lastCheckEnd = e.Time
 			}
 		}
 	}
