@@ -169,3 +169,34 @@ func TestDockerConformance(t *testing.T) {
 		return sb
 	})
 }
+
+// TestBuildImage: the image is built from files on this machine only, is
+// reused by its content hash, and holds what agents need: busybox applets,
+// a real bash, CA certificates and a named uid 1000 user.
+func TestBuildImage(t *testing.T) {
+	cli := dockertest.Client(t)
+	ref := dockertest.Image(t, cli)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var agents []string
+	if p := dockertest.ClaudeBinary(); p != "" {
+		agents = append(agents, p)
+	}
+	spec := sandbox.DefaultImageSpec(agents...)
+	spec.Labels = map[string]string{"goalrun.test": "1"}
+	again, err := sandbox.BuildImage(ctx, cli, spec)
+	if err != nil || again != ref {
+		t.Fatalf("second BuildImage = %q, %v; want the same %q reused", again, err, ref)
+	}
+	if !strings.HasPrefix(ref, sandbox.ImageRepository+":") {
+		t.Errorf("reference %q", ref)
+	}
+	sb, _ := startDocker(t, sandbox.Config{Image: ref})
+	res := run(t, sb, sh(sandbox.RoleCheck, `bash -c 'echo bash=${BASH_VERSINFO[0]}'; id -un; test -s /etc/ssl/certs/ca-certificates.crt && echo certs; echo "$PATH"`))
+	out := string(res.Stdout.Tail)
+	for _, want := range []string{"bash=5", "sandbox\n", "certs\n", sandbox.ImagePath} {
+		if !strings.Contains(out, want) {
+			t.Errorf("image lacks %q: %q (stderr %q)", want, out, res.Stderr.Tail)
+		}
+	}
+}
