@@ -575,9 +575,15 @@ type timeSplit struct {
 	nchecks      int
 }
 
-// String is one line: "sandbox start 3.2s · agent turns 2 in 11.0s · …".
+// String is one line: "sandbox start 1.9 s · agent turns (2) 3.8 s · …"
+// (milliseconds below one second).
 func (s timeSplit) String() string {
-	sec := func(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+	sec := func(d time.Duration) string {
+		if d > -time.Second && d < time.Second {
+			return fmt.Sprintf("%d ms", d.Milliseconds())
+		}
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
 	out := fmt.Sprintf("sandbox start %s · agent turns (%d) %s · checks (%d) %s · reporting %s · other %s · total %s",
 		sec(s.sandboxStart), s.turns, sec(s.agent), s.nchecks, sec(s.checks), sec(s.reporting), sec(s.other), sec(s.total))
 	if s.cleanup > 0 {

@@ -266,7 +266,7 @@ func TestDemoDockerClaude(t *testing.T) {
 			t.Errorf("stdout lacks %q", want)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^time: sandbox start \d+\.\ds · agent turns \(2\) \d+\.\ds · checks \(3\) \d+\.\ds · reporting \d+\.\ds`).Match(r.stdout) {
+	if !regexp.MustCompile(`(?m)^time: sandbox start \d+(\.\d s| ms) · agent turns \(2\) \d+(\.\d s| ms) · checks \(3\) \d+(\.\d s| ms) · reporting \d+(\.\d s| ms)`).Match(r.stdout) {
 		t.Errorf("stdout lacks the time split")
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(docPath), "workspace")); !os.IsNotExist(err) {
@@ -572,6 +572,15 @@ func TestWorkspacePathMarshal(t *testing.T) {
 				t.Errorf("got %s, want %s", b, want)
 			}
 		})
+	}
+}
+
+func TestTimeSplitString(t *testing.T) {
+	s := timeSplit{sandboxStart: 1860 * time.Millisecond, agent: 3800 * time.Millisecond, checks: 83800 * time.Millisecond,
+		reporting: 3 * time.Millisecond, total: 89410 * time.Millisecond, cleanup: 300 * time.Millisecond, turns: 2, nchecks: 3}
+	want := "sandbox start 1.9 s · agent turns (2) 3.8 s · checks (3) 83.8 s · reporting 3 ms · other 0 ms · total 89.4 s · then sandbox removal 300 ms"
+	if got := s.String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
 
