@@ -64,7 +64,9 @@ const (
 	// LabelRole is "agent", "check" or "relay-copy" on containers.
 	LabelRole = "goalrun.role"
 	// LabelOwner identifies the goalrun process that created the object:
-	// "<hostname>/<pid>/<process start time in clock ticks>".
+	// "<hostname>[+<PID namespace inode>]/<pid>/<process start time in
+	// clock ticks>"; the namespace is there when goalrun does not run in the
+	// host's PID namespace (see ownerHost).
 	LabelOwner = "goalrun.owner"
 	// LabelExpires is when the run's objects are leftovers at the latest
 	// (Unix seconds): start + Config.Lifetime + expiryGrace. Absent when
@@ -269,7 +271,7 @@ func StartDocker(ctx context.Context, cli DockerAPI, cfg Config, options ...Dock
 		opts:    opts,
 		closing: make(chan struct{}),
 		checks:  map[string]struct{}{},
-		owner:   ownerLabel(opts.hostname),
+		owner:   ownerLabel(ownerHost(opts.hostname)),
 	}
 	if cfg.Lifetime > 0 {
 		d.expires = strconv.FormatInt(opts.now().Add(cfg.Lifetime+expiryGrace).Unix(), 10)

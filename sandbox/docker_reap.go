@@ -49,7 +49,29 @@ func Reap(ctx context.Context, cli DockerAPI, olderThan time.Duration) (ReapRepo
 	if h := os.Getenv("HOSTNAME"); h != "" {
 		host = h
 	}
-	return reap(ctx, cli, olderThan, host, time.Now())
+	return reap(ctx, cli, olderThan, ownerHost(host), time.Now())
+}
+
+// initPIDNamespace is /proc/self/ns/pid in Linux's initial PID namespace
+// (PROC_PID_INIT_INO = 0xEFFFFFFC, include/linux/proc_ns.h).
+const initPIDNamespace = "pid:[4026531836]"
+
+// readPIDNamespace reads this process's PID namespace (tests replace it).
+var readPIDNamespace = func() (string, error) { return os.Readlink("/proc/self/ns/pid") }
+
+// ownerHost is the host part of this process's owner label: the host name,
+// plus "+<PID namespace inode>" when goalrun runs in a PID namespace other
+// than the host's (a container). A container on the host's network also
+// has the host's name (docker run --network host) but its own pids: without
+// the namespace, a Reap on one side would look the other side's pid up in
+// the wrong /proc, find nothing and remove a live run. When the namespace
+// cannot be read it is the host name alone.
+func ownerHost(hostname string) string {
+	ns, err := readPIDNamespace()
+	if err != nil || ns == initPIDNamespace || !strings.HasPrefix(ns, "pid:[") {
+		return hostname
+	}
+	return hostname + "+" + strings.TrimSuffix(strings.TrimPrefix(ns, "pid:["), "]")
 }
 
 func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host string, now time.Time) (ReapReport, error) {
@@ -149,6 +171,7 @@ var containerID12 = regexp.MustCompile(`^[0-9a-f]{12}$`)
 // pid cannot be checked from here). Results are cached per host in seen.
 func containerOwnerState(ctx context.Context, cli DockerAPI, owner string, seen map[string]ownerStatus) ownerStatus {
 	host, _, _ := strings.Cut(owner, "/")
+	host, _, _ = strings.Cut(host, "+") // the PID namespace (ownerHost)
 	if !containerID12.MatchString(host) {
 		return ownerUnknown
 	}

@@ -286,6 +286,47 @@ func TestOwnerState(t *testing.T) {
 	}
 }
 
+// TestOwnerHostSeparatesPIDNamespaces: a goalrun in a container on the
+// host's network has the host's name but its own pids; neither side may
+// judge the other's pid (that removed live runs).
+func TestOwnerHostSeparatesPIDNamespaces(t *testing.T) {
+	orig := readPIDNamespace
+	t.Cleanup(func() { readPIDNamespace = orig })
+	for _, tc := range []struct {
+		name, ns string
+		err      error
+		want     string
+	}{
+		{"the host's namespace", initPIDNamespace, nil, "vm"},
+		{"a container's namespace", "pid:[4026532179]", nil, "vm+4026532179"},
+		{"unreadable", "", errors.New("no /proc"), "vm"},
+		{"unexpected form", "weird", nil, "vm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			readPIDNamespace = func() (string, error) { return tc.ns, tc.err }
+			if got := ownerHost("vm"); got != tc.want {
+				t.Errorf("ownerHost = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	readPIDNamespace = orig
+	parts := strings.Split(ownerLabel("vm"), "/")
+	if got := ownerState(strings.Join(parts, "/"), "vm+4026532179"); got != ownerUnknown {
+		t.Errorf("a host process judged from a host-network container: %v, want unknown", got)
+	}
+	if got := ownerState("vm+4026532179/1/1", "vm"); got != ownerUnknown {
+		t.Errorf("a host-network container's process judged from the host: %v, want unknown", got)
+	}
+	f := &fakeEngine{running: map[string]bool{"aaaaaaaaaaaaffff": true, "bbbbbbbbbbbbffff": false}}
+	seen := map[string]ownerStatus{}
+	if got := containerOwnerState(context.Background(), f, "aaaaaaaaaaaa+4026532179/1/5", seen); got != ownerAlive {
+		t.Errorf("a running container's goalrun: %v, want alive", got)
+	}
+	if got := containerOwnerState(context.Background(), f, "bbbbbbbbbbbb+4026532179/1/5", seen); got != ownerDead {
+		t.Errorf("a stopped container's goalrun: %v, want dead", got)
+	}
+}
+
 func TestEngineViewHostPath(t *testing.T) {
 	self := &container.InspectResponse{Mounts: []container.MountPoint{
 		{Type: mount.TypeBind, Source: "/home/runner/work/repo/repo", Destination: "/github/workspace", RW: true},
