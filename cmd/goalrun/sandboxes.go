@@ -124,8 +124,10 @@ const inContainerGoroot = "/usr/local/go"
 // (DOCKER_HOST or the default socket), removes leftovers of dead runs, and
 // without --image builds (or reuses) the default image from files on this
 // machine, mounting the agent's native executable and the host's Go
-// toolchain read-only. goalrun's own executable is the egress relay. opts
-// are passed to sandbox.StartDocker.
+// toolchain read-only with a warm, read-only Go build cache
+// (withWarmGoCache). goalrun's own executable is the egress relay unless
+// cfg.RelayBinary names another static goalrun. opts are passed to
+// sandbox.StartDocker.
 func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...sandbox.DockerOption) (sandbox.Sandbox, error) {
 	cli, err := sandbox.NewDockerClient()
 	if err != nil {
@@ -141,7 +143,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 	// Leftovers of dead runs; a failure here must not stop this run.
 	_, _ = sandbox.Reap(ctx, cli, rc.timeout)
 
-	if cfg.Network == sandbox.NetworkEgress {
+	if cfg.Network == sandbox.NetworkEgress && cfg.RelayBinary == "" {
 		exe, err := relayBinary()
 		if err != nil {
 			cli.Close()
@@ -166,6 +168,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		}
 		if goroot := hostGoroot(); goroot != "" {
 			cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: goroot, Target: inContainerGoroot, ReadOnly: true})
+			cfg = withWarmGoCache(ctx, cfg, goroot)
 		}
 		ref, err := sandbox.BuildImage(ctx, cli, sandbox.DefaultImageSpec(libsFor...))
 		if err != nil {
@@ -183,6 +186,42 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		return nil, err
 	}
 	return &dockerSandbox{Docker: sb, close: cli.Close, bin: agentBin}, nil
+}
+
+// withWarmGoCache adds a read-only Go build cache that already holds the
+// standard library compiled by the host's toolchain at goroot (built once
+// per toolchain in the user's cache folder, goalrun/ below
+// os.UserCacheDir(), by sandbox.WarmGoCache), so a fresh check container
+// does not compile it again, and the agent cannot write it. The cache's
+// entries are keyed by GOROOT's path: when the host's GOROOT is not
+// inContainerGoroot it is also mounted at its host path and named by
+// GOROOT. Without a user cache folder, or when warming fails, the run goes
+// on without the cache (every check then compiles the standard library:
+// slower, not wrong).
+func withWarmGoCache(ctx context.Context, cfg sandbox.Config, goroot string) sandbox.Config {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return cfg
+	}
+	dir, err := sandbox.WarmGoCache(ctx, goroot, filepath.Join(base, "goalrun"))
+	if err != nil {
+		return cfg
+	}
+	mnt, env := sandbox.GoCacheMount(dir)
+	cfg.Mounts = append(cfg.Mounts, mnt)
+	if goroot != inContainerGoroot {
+		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: goroot, Target: goroot, ReadOnly: true})
+		env["GOROOT"] = goroot
+	}
+	tool := make(map[string]string, len(cfg.ToolEnv)+len(env))
+	for k, v := range cfg.ToolEnv {
+		tool[k] = v
+	}
+	for k, v := range env {
+		tool[k] = v
+	}
+	cfg.ToolEnv = tool
+	return cfg
 }
 
 // relayBinary is goalrun's own executable, which runs the egress relay
