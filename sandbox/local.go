@@ -95,6 +95,11 @@ func StartLocal(ctx context.Context, cfg Config, opts ...LocalOption) (*Local, e
 	if !st.IsDir() {
 		return nil, fmt.Errorf("sandbox: local: workspace %q is not a directory", cfg.Workspace)
 	}
+	for k := range cfg.ToolEnv {
+		if _, secret := cfg.Secrets[k]; secret || slices.Contains(proxyEnv, k) || k == "HOME" || upstreamKeyEnv(cfg, k) {
+			return nil, fmt.Errorf("sandbox: local: Config.ToolEnv %s: a secret, a proxy setting or HOME cannot go into every step (check steps get neither)", k)
+		}
+	}
 	l := &Local{cfg: cfg, root: root, hostEnv: os.LookupEnv, running: map[*localStep]struct{}{}}
 	for _, o := range opts {
 		o(l)
@@ -104,11 +109,23 @@ func StartLocal(ctx context.Context, cfg Config, opts ...LocalOption) (*Local, e
 	return l, nil
 }
 
+// upstreamKeyEnv reports whether k names an upstream's key variable.
+func upstreamKeyEnv(cfg Config, k string) bool {
+	for _, u := range cfg.Upstreams {
+		if u.KeyEnv == k {
+			return true
+		}
+	}
+	return false
+}
+
 // buildEnv returns the base environments (sorted KEY=VALUE) of agent and
-// check steps. Agent steps: the allowlisted host variables, then Config.Env,
-// then each upstream's base URL and real key (there is no proxy locally),
-// then Config.Secrets. Check steps: the allowlisted host variables minus any
-// proxy variable and any name that carries a secret.
+// check steps. Agent steps: the allowlisted host variables, then
+// Config.ToolEnv, then Config.Env, then each upstream's base URL and real
+// key (there is no proxy locally), then Config.Secrets. Check steps: the
+// allowlisted host variables minus any proxy variable and any name that
+// carries a secret, then Config.ToolEnv (which StartLocal checked holds
+// neither).
 func (l *Local) buildEnv() (agent, check []string) {
 	pass := l.cfg.PassEnv
 	if pass == nil {
@@ -134,6 +151,9 @@ func (l *Local) buildEnv() (agent, check []string) {
 	for k, v := range host {
 		a[k] = v
 	}
+	for k, v := range l.cfg.ToolEnv {
+		a[k] = v
+	}
 	for k, v := range l.cfg.Env {
 		a[k] = v
 	}
@@ -154,6 +174,9 @@ func (l *Local) buildEnv() (agent, check []string) {
 		if secretNames[k] || slices.Contains(proxyEnv, k) {
 			continue
 		}
+		c[k] = v
+	}
+	for k, v := range l.cfg.ToolEnv {
 		c[k] = v
 	}
 	return envList(a), envList(c)

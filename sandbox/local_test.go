@@ -101,6 +101,7 @@ func TestLocalEnvironment(t *testing.T) {
 		Workspace: t.TempDir(),
 		PassEnv:   []string{"PATH", "HOME", "HTTPS_PROXY", "ANTHROPIC_API_KEY"},
 		Env:       map[string]string{"HOME": "/home/agent"},
+		ToolEnv:   map[string]string{"GOCACHE": "/opt/cache", "CGO_ENABLED": "0"},
 		Secrets:   map[string]string{"GITHUB_TOKEN": "ghp_secret"},
 		Upstreams: []sandbox.Upstream{{URL: "https://api.anthropic.com", BaseURLEnv: "ANTHROPIC_BASE_URL", KeyEnv: "ANTHROPIC_API_KEY", Key: "sk-real"}},
 	}
@@ -116,10 +117,11 @@ func TestLocalEnvironment(t *testing.T) {
 	}{
 		{"agent: Config.Env wins over the host, upstream key and secrets present", sandbox.RoleAgent, map[string]string{
 			"HOME": "/home/agent", "HTTPS_PROXY": "http://proxy:3128", "ANTHROPIC_BASE_URL": "https://api.anthropic.com",
-			"ANTHROPIC_API_KEY": "sk-real", "GITHUB_TOKEN": "ghp_secret", "NOT_ALLOWED": "", "STEP": "1"}},
-		{"check: host allowlist only, no proxy, no secret names even from the host", sandbox.RoleCheck, map[string]string{
+			"ANTHROPIC_API_KEY": "sk-real", "GITHUB_TOKEN": "ghp_secret", "NOT_ALLOWED": "", "STEP": "1",
+			"GOCACHE": "/opt/cache", "CGO_ENABLED": "0"}},
+		{"check: host allowlist only, no proxy, no secret names even from the host; ToolEnv too", sandbox.RoleCheck, map[string]string{
 			"HOME": "/home/h", "HTTPS_PROXY": "", "ANTHROPIC_BASE_URL": "", "ANTHROPIC_API_KEY": "",
-			"GITHUB_TOKEN": "", "NOT_ALLOWED": "", "STEP": "1"}},
+			"GITHUB_TOKEN": "", "NOT_ALLOWED": "", "STEP": "1", "GOCACHE": "/opt/cache", "CGO_ENABLED": "0"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,6 +143,32 @@ func TestLocalEnvironment(t *testing.T) {
 				case want != "" && v != want:
 					t.Errorf("%s=%q, want %q", k, v, want)
 				}
+			}
+		})
+	}
+}
+
+// TestLocalRefusesToolEnvThatWouldLeak: ToolEnv reaches check steps, so it
+// may not carry a secret, a proxy setting or HOME (as Docker refuses).
+func TestLocalRefusesToolEnvThatWouldLeak(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  sandbox.Config
+	}{
+		{"a secret's name", sandbox.Config{Secrets: map[string]string{"GITHUB_TOKEN": "x"}, ToolEnv: map[string]string{"GITHUB_TOKEN": "y"}}},
+		{"an upstream's key", sandbox.Config{Upstreams: []sandbox.Upstream{{KeyEnv: "ANTHROPIC_API_KEY", Key: "k"}}, ToolEnv: map[string]string{"ANTHROPIC_API_KEY": "k"}}},
+		{"a proxy setting", sandbox.Config{ToolEnv: map[string]string{"HTTPS_PROXY": "http://p:3128"}}},
+		{"HOME", sandbox.Config{ToolEnv: map[string]string{"HOME": "/tmp"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Workspace = t.TempDir()
+			sb, err := sandbox.StartLocal(t.Context(), tc.cfg)
+			if err == nil {
+				sb.Close(context.Background())
+				t.Fatal("StartLocal accepted it")
+			}
+			if !strings.Contains(err.Error(), "ToolEnv") {
+				t.Errorf("error %q does not name ToolEnv", err)
 			}
 		})
 	}
