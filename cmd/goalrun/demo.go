@@ -126,6 +126,10 @@ type demo struct {
 	events     string
 	claude     string // the Claude Code executable ("" = command agent)
 	claudeWhy  string // why Claude Code is not used, when it is not
+	relay      string // a static goalrun for the egress relay ("" = this one)
+	relayWhy   error  // why this goalrun cannot be the relay
+	relaySrc   string // goalrun's source tree to build the relay from ("" = no build)
+	relayCache string // where relay builds are kept
 	server     *agenttest.Server
 	root       atomic.Pointer[string] // the workspace as the agent sees it
 	mode       atomic.Pointer[string] // the sandbox mode that started
@@ -148,7 +152,7 @@ func (d *demo) run(ctx context.Context) int {
 			message:     "the demo's check is `" + demoCheck + "`, but there is no Go toolchain on PATH to run it (in the Docker sandbox it is the host's, mounted read-only)",
 			suggestions: []string{"Install Go (1.22 or newer) and put its bin folder on PATH, then run the demo again."}}, d.opts.json, d.stdout, d.stderr)
 	}
-	if err := d.checkRelay(ctx); err != nil {
+	if err := d.planRelay(ctx, src); err != nil {
 		return writeStartupError(err, d.opts.json, d.stdout, d.stderr)
 	}
 	if err := d.chooseAgent(); err != nil {
@@ -168,6 +172,10 @@ func (d *demo) run(ctx context.Context) int {
 		return writeStartupError(err, d.opts.json, d.stdout, d.stderr)
 	}
 	d.intro(src)
+	if err := d.buildRelay(ctx); err != nil {
+		return writeStartupError(err, d.opts.json, d.stdout, d.stderr)
+	}
+	fmt.Fprintln(d.humanOut)
 
 	var sink report.Sink
 	if d.opts.json {
@@ -216,7 +224,7 @@ func (d *demo) findSource() (string, error) {
 		message: fmt.Sprintf("cannot find the demo project: there is no %s folder (with go.mod, %s, %s and %s) in %s or any folder above it",
 			demoSourceDir, demoCodeFile, demoTestFile, demoFixScript, wd),
 		suggestions: []string{
-			"Run the demo from inside a clone of the goalrun repository: cd goalrun && CGO_ENABLED=0 go run ./cmd/goalrun demo",
+			"Run the demo from inside a clone of the goalrun repository: cd goalrun && go run ./cmd/goalrun demo",
 			"Or name the demo project with --source DIR.",
 		}}
 }
@@ -233,25 +241,6 @@ func isDemoProject(dir string) error {
 		}
 	}
 	return nil
-}
-
-// checkRelay makes sure the egress relay can run: goalrun's own executable
-// must be static. A dynamic build only matters when a Docker Engine
-// answers (without one the demo falls back to the local host).
-func (d *demo) checkRelay(ctx context.Context) error {
-	if d.opts.sandbox == "local" {
-		return nil
-	}
-	_, err := relayBinary()
-	if err == nil || (d.opts.sandbox == "auto" && !engineAnswers(ctx)) {
-		return nil
-	}
-	return &startupError{code: report.ErrBadInput,
-		message: fmt.Sprintf("the demo's Docker sandbox cannot start its egress relay: %v", err),
-		suggestions: []string{
-			"Build goalrun static: from the repository, CGO_ENABLED=0 go run ./cmd/goalrun demo",
-			"Or run the demo on the host only: goalrun demo --sandbox local",
-		}}
 }
 
 // engineAnswers reports whether a Docker Engine answers a ping.
@@ -406,8 +395,9 @@ func (d *demo) config() (runConfig, error) {
 // engine is `goalrun run`'s engine with the demo's sandbox settings: the
 // egress proxy may reach the scripted model server on loopback (for the
 // demo only), the allowlist is empty (the model server is the one
-// destination, served as the upstream), and on the local host the agent
-// gets its own HOME.
+// destination, served as the upstream), the relay is the static build
+// buildRelay made when this goalrun is not static, and on the local host
+// the agent gets its own HOME.
 func (d *demo) engine() engine {
 	eng := defaultEngine()
 	if !d.opts.json { // in JSON mode stderr carries nothing but events
@@ -416,6 +406,9 @@ func (d *demo) engine() engine {
 	local := eng.sandboxes.local
 	eng.sandboxes.docker = func(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox.Sandbox, error) {
 		cfg.AllowHosts = nil
+		if d.relay != "" { // this goalrun is not static (buildRelay)
+			cfg.RelayBinary = d.relay
+		}
 		sb, err := startDocker(ctx, rc, cfg, sandbox.WithEgressConfig(func(c *egress.Config) {
 			// The demo's model server listens on 127.0.0.1 in this
 			// process: a loopback upstream, allowed for the demo only.
@@ -498,7 +491,6 @@ func (d *demo) intro(src string) {
 		fmt.Fprintf(w, "  scripted:  turn 1 reads the test, fixes one bug of two and says %q before any check ran;\n", demoPrematureClaim)
 		fmt.Fprintf(w, "             goalrun's check disagrees, turn 2 resumes the session and fixes the second bug\n")
 	}
-	fmt.Fprintln(w)
 }
 
 // outro prints the markdown report and what the demo used and measured.

@@ -383,6 +383,10 @@ func TestDemoLocalFallback(t *testing.T) {
 // and a message that says what to do.
 func TestDemoStartupErrors(t *testing.T) {
 	elsewhere := t.TempDir()
+	outsideDemo := t.TempDir() // the demo project, outside any goalrun source tree
+	if err := os.CopyFS(outsideDemo, os.DirFS(filepath.Join(repoRoot(t), "examples", "demo"))); err != nil {
+		t.Fatal(err)
+	}
 	notDemo := t.TempDir()
 	if err := os.WriteFile(filepath.Join(notDemo, "go.mod"), []byte("module x\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -395,15 +399,16 @@ func TestDemoStartupErrors(t *testing.T) {
 		static bool // the case needs a dynamic goalrun binary
 	}{
 		{"no demo project above the current folder", elsewhere, nil,
-			[]string{"cannot find the demo project", elsewhere, "CGO_ENABLED=0 go run ./cmd/goalrun demo", "--source DIR"}, false},
+			[]string{"cannot find the demo project", elsewhere, "cd goalrun && go run ./cmd/goalrun demo", "--source DIR"}, false},
 		{"--source is not the demo project", elsewhere, []string{"--source", notDemo},
 			[]string{"--source " + notDemo, "not the demo project", "calc_test.go"}, false},
 		{"unknown flag", repoRoot(t), []string{"--frobnicate"}, []string{"flag provided but not defined", "goalrun demo --help"}, false},
 		{"positional argument", repoRoot(t), []string{"fix it"}, []string{`unexpected argument "fix it"`}, false},
 		{"unknown agent", repoRoot(t), []string{"--agent", "codex"}, []string{`--agent "codex": must be auto, claude or command`}, false},
 		{"unknown sandbox", repoRoot(t), []string{"--sandbox", "vm"}, []string{`--sandbox "vm": must be one of docker, auto, local`}, false},
-		{"the relay needs a static goalrun", repoRoot(t), []string{"--sandbox", "docker"},
-			[]string{"dynamically linked", "CGO_ENABLED=0 go run ./cmd/goalrun demo", "--sandbox local"}, true},
+		{"a dynamic goalrun outside goalrun's source tree has no relay", elsewhere, []string{"--sandbox", "docker", "--source", outsideDemo},
+			[]string{"needs a static goalrun for its egress relay", "dynamically linked", "no github.com/goalrun/goalrun module",
+				"CGO_ENABLED=0 go run ./cmd/goalrun demo", "--sandbox local"}, true},
 		{"--agent claude without Claude Code", repoRoot(t), []string{"--agent", "claude", "--sandbox", "local"},
 			[]string{"--agent claude", "not on PATH", claudeBinEnv}, false},
 	} {
@@ -432,6 +437,92 @@ func TestDemoStartupErrors(t *testing.T) {
 				t.Errorf("--json: exit %d, document %v", rj.code, d)
 			}
 		})
+	}
+}
+
+// TestDemoBuildsStaticRelay: the README's `go run ./cmd/goalrun demo`
+// builds goalrun with cgo, which cannot run the egress relay inside the
+// container; the demo then builds a static goalrun from the source tree it
+// found (once per source version, in the user's cache folder), says so in
+// one line, and the run has its egress sandbox.
+func TestDemoBuildsStaticRelay(t *testing.T) {
+	if staticBinary(t, goalrunBin) {
+		t.Skipf("the test's goalrun binary is static (CGO_ENABLED=0 or no C compiler): it is its own relay")
+	}
+	dockerEngine(t)
+	env := []string{"PATH=" + pathWithoutClaude(), claudeBinEnv + "="}
+	r := runDemo(t, goalrunBin, repoRoot(t), demoGuard, env, "--sandbox", "docker", "--agent", "command")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	line := regexp.MustCompile(`(?m)^  relay:     this goalrun was built with cgo, so the egress relay is a static build of ` +
+		regexp.QuoteMeta(repoRoot(t)) + `: (\S+/goalrun-relay-[0-9a-f]{16})(, built in \d+\.\d s| \(built before for this source\))$`).FindSubmatch(r.stdout)
+	if line == nil {
+		t.Fatalf("stdout lacks the relay line:\n%s", r.stdout)
+	}
+	if !staticBinary(t, string(line[1])) {
+		t.Errorf("%s is not static", line[1])
+	}
+	docPath := printed(t, r.stdout, "document:")
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(docPath)) })
+	b, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	assertDemoVerdict(t, d, "docker", "egress")
+}
+
+func TestSourceHash(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, body string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module "+goalrunModule+"\n")
+	write("cmd/goalrun/main.go", "package main\n")
+	base, err := sourceHash(root, "go1.26.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, rel, body string
+		changes         bool
+	}{
+		{"a test file", "cmd/goalrun/x_test.go", "package main", false},
+		{"testdata", "report/testdata/a.go", "package x", false},
+		{"a README", "README.md", "# x", false},
+		{"a source file", "sandbox/x.go", "package sandbox", true},
+		{"go.sum", "go.sum", "x v1 h1:y", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			write(tc.rel, tc.body)
+			defer os.Remove(filepath.Join(root, tc.rel))
+			got, err := sourceHash(root, "go1.26.8")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got != base) != tc.changes {
+				t.Errorf("hash changed = %v, want %v", got != base, tc.changes)
+			}
+		})
+	}
+	if other, _ := sourceHash(root, "go1.27"); other == base {
+		t.Errorf("another toolchain gives the same hash")
+	}
+	if got, err := findGoalrunModule(filepath.Join(root, "cmd", "goalrun")); err != nil || got != root {
+		t.Errorf("findGoalrunModule = %q, %v; want %q", got, err, root)
+	}
+	if _, err := findGoalrunModule(t.TempDir()); err == nil {
+		t.Errorf("findGoalrunModule found a module in an empty folder")
 	}
 }
 
