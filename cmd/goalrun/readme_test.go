@@ -46,11 +46,17 @@ func TestReadmeQuickStart(t *testing.T) {
 	if cmds[1] != "bash .ci/run" {
 		t.Errorf("the second command is %q, want %q", cmds[1], "bash .ci/run")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	// The demo builds the sandbox image, a static relay and the warm Go
+	// cache on its first run: the long demo guard, not the 2-minute one.
+	ctx, cancel := context.WithTimeout(context.Background(), demoGuard)
 	defer cancel()
+	docker := engineAnswers(ctx)
 	cmd := exec.CommandContext(ctx, "bash", "-c", cmds[0])
 	cmd.Dir = filepath.Join("..", "..")
 	cmd.Env = baseEnv()
+	if h, ok := os.LookupEnv("DOCKER_HOST"); ok {
+		cmd.Env = append(cmd.Env, "DOCKER_HOST="+h)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -58,5 +64,9 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	if want := "goal met · grounded · 2 iterations · conclusion success"; !strings.Contains(out.String(), want) {
 		t.Errorf("the demo's result lacks %q:\n%s", want, out.String())
+	}
+	// With an Engine the demo is the real thing: Docker and egress.
+	if want := "\nsandbox: docker, network egress,"; (docker || os.Getenv("GOALRUN_REQUIRE_DOCKER") == "1") && !strings.Contains(out.String(), want) {
+		t.Errorf("the demo did not run in the Docker sandbox with egress (%q):\n%s", want, out.String())
 	}
 }
