@@ -49,7 +49,7 @@ func Reap(ctx context.Context, cli DockerAPI, olderThan time.Duration) (ReapRepo
 	if h := os.Getenv("HOSTNAME"); h != "" {
 		host = h
 	}
-	return reap(ctx, cli, olderThan, ownerHost(host), time.Now())
+	return reap(ctx, cli, olderThan, ownerHost(host), time.Now(), os.TempDir())
 }
 
 // initPIDNamespace is /proc/self/ns/pid in Linux's initial PID namespace
@@ -74,7 +74,10 @@ func ownerHost(hostname string) string {
 	return hostname + "+" + strings.TrimSuffix(strings.TrimPrefix(ns, "pid:["), "]")
 }
 
-func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host string, now time.Time) (ReapReport, error) {
+// reap is Reap with the world passed in: host is this process's owner host
+// (ownerHost), now the clock, tmpDir where egress socket folders are looked
+// for.
+func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host string, now time.Time, tmpDir string) (ReapReport, error) {
 	var rep ReapReport
 	var errs []error
 	containerOwners := map[string]ownerStatus{}
@@ -142,7 +145,7 @@ func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host stri
 		rep.Volumes = append(rep.Volumes, v.Name)
 	}
 
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "goalrun-egress-*"))
+	dirs, _ := filepath.Glob(filepath.Join(tmpDir, "goalrun-egress-*"))
 	for _, dir := range dirs {
 		st, err := os.Lstat(dir)
 		if err != nil || !st.IsDir() {

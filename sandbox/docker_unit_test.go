@@ -537,7 +537,28 @@ func TestReapDecisions(t *testing.T) {
 			{Name: "vol-fresh", Labels: map[string]string{LabelRun: "r", LabelOwner: "otherhost/1/1"}, CreatedAt: fresh.Format(time.RFC3339)},
 		},
 	}
-	rep, err := reap(context.Background(), f, 30*time.Minute, "thishost", now)
+	// Egress socket folders, in a folder of the test's own: reap must
+	// never look at the real temporary folder, where live runs of other
+	// goalrun processes keep theirs. Their modification time is the real
+	// now, two years before the fake one: old.
+	tmp := t.TempDir()
+	dir := func(name string, content []byte) string {
+		p := filepath.Join(tmp, "goalrun-egress-"+name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if content != nil {
+			if err := os.WriteFile(filepath.Join(p, ownerFile), content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	dir("mine", []byte(me+"\n"))
+	deadDir := dir("dead-here", []byte(deadHere+"\n"))
+	oldDir := dir("elsewhere-old", []byte("otherhost/1/1\n"))
+	noOwnerDir := dir("no-owner-file", nil)
+	rep, err := reap(context.Background(), f, 30*time.Minute, "thishost", now, tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,6 +566,18 @@ func TestReapDecisions(t *testing.T) {
 		"container dead-here-fr", "container reused-pid00", "container elsewhere-ol", "container elsewhere-fr",
 		"container in-stopped-c", "container in-gone-cont", "container no-owner-old",
 		"network n1", "volume vol-old",
+	}
+	wantDirs := []string{deadDir, oldDir, noOwnerDir}
+	sort.Strings(wantDirs)
+	gotDirs := append([]string(nil), rep.Dirs...)
+	sort.Strings(gotDirs)
+	if !reflect.DeepEqual(gotDirs, wantDirs) {
+		t.Errorf("removed folders:\n%s\nwant:\n%s", strings.Join(gotDirs, "\n"), strings.Join(wantDirs, "\n"))
+	}
+	for _, d := range wantDirs {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still there: %v", filepath.Base(d), err)
+		}
 	}
 	var got []string
 	for _, r := range f.removed {
@@ -557,8 +590,8 @@ func TestReapDecisions(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("removed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if rep.Total() != len(want) {
-		t.Errorf("report total %d, want %d", rep.Total(), len(want))
+	if rep.Total() != len(want)+len(wantDirs) {
+		t.Errorf("report total %d, want %d", rep.Total(), len(want)+len(wantDirs))
 	}
 }
 
