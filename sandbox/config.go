@@ -134,7 +134,7 @@ type Config struct {
 	// Lifetime is how long the run may last at most (the run's timeout);
 	// the Docker sandbox labels what it creates with the time it expires
 	// (LabelExpires), so Reap in another goalrun never removes a live run's
-	// objects early. 0 means unknown: Reap then decides by age alone.
+	// objects early. 0 means unknown: the label then says UnknownLifetime.
 	Lifetime time.Duration
 	// SocketDir is the folder in which the per-run folder of the egress
 	// proxy's Unix sockets is made (Docker, egress only); "" means

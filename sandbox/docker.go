@@ -69,14 +69,24 @@ const (
 	// host's PID namespace (see ownerHost).
 	LabelOwner = "goalrun.owner"
 	// LabelExpires is when the run's objects are leftovers at the latest
-	// (Unix seconds): start + Config.Lifetime + expiryGrace. Absent when
-	// the lifetime is unknown.
+	// (Unix seconds): start + Config.Lifetime (UnknownLifetime when 0) +
+	// expiryGrace. Objects without it (made by older goalrun versions) are
+	// judged by age.
 	LabelExpires = "goalrun.expires"
 )
 
 // expiryGrace is added to Config.Lifetime for LabelExpires: the run's
 // clean-up after its timeout, and clock differences between hosts.
 const expiryGrace = 10 * time.Minute
+
+// UnknownLifetime is the lifetime StartDocker labels a run with when
+// Config.Lifetime is 0. A Reap that cannot check the owner process (it runs
+// in another PID namespace or on another machine) would otherwise go by
+// its own run timeout, and a goalrun with a short --timeout would remove
+// the live sandbox of a longer run; a day outlasts any run goalrun allows
+// by default, and leftovers whose owner can be checked are removed at once
+// anyway.
+const UnknownLifetime = 24 * time.Hour
 
 // relayUser is the user of the agent container's main process (the
 // relay). When goalrun runs as root it is nobody (65534), another user than
@@ -164,7 +174,7 @@ type Docker struct {
 	checkEnv   []string
 	relayCmd   []string // main process of the agent container
 	owner      string
-	expires    string // LabelExpires, "" when the lifetime is unknown
+	expires    string // LabelExpires
 	secrets    []string
 	egress     *dockerEgress // nil unless NetworkEgress
 	postureFix Posture       // inspected once at start
@@ -273,9 +283,11 @@ func StartDocker(ctx context.Context, cli DockerAPI, cfg Config, options ...Dock
 		checks:  map[string]struct{}{},
 		owner:   ownerLabel(ownerHost(opts.hostname)),
 	}
-	if cfg.Lifetime > 0 {
-		d.expires = strconv.FormatInt(opts.now().Add(cfg.Lifetime+expiryGrace).Unix(), 10)
+	lifetime := cfg.Lifetime
+	if lifetime <= 0 {
+		lifetime = UnknownLifetime
 	}
+	d.expires = strconv.FormatInt(opts.now().Add(lifetime+expiryGrace).Unix(), 10)
 	if err := d.start(ctx); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
 		defer cancel()

@@ -63,7 +63,7 @@ func (d *Docker) startEgress(ctx context.Context) (*dockerEgress, error) {
 		return nil, fmt.Errorf("sandbox: docker: egress socket folder in %s: %w", base, err)
 	}
 	d.track(func(c *createdSet) { c.dirs = append(c.dirs, dir) })
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(d.owner+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), ownerFileContent(d.owner, d.expires), 0o600); err != nil {
 		proxy.Close()
 		return nil, fmt.Errorf("sandbox: docker: egress socket folder: %w", err)
 	}
@@ -100,7 +100,7 @@ func (d *Docker) startEgress(ctx context.Context) (*dockerEgress, error) {
 }
 
 // ownerFile in an egress socket folder names the goalrun process that made
-// it, for Reap.
+// it and when its run expires, for Reap (see ownerFileContent).
 const ownerFile = "owner"
 
 // shareSockets lets the relay's user (relayUser), and only it, connect:

@@ -31,7 +31,8 @@ func (r ReapReport) Total() int {
 
 // Reap removes what dead goalrun runs left behind: containers, networks and
 // volumes labelled goalrun.run (LabelRun), and goalrun-egress-* socket
-// folders in os.TempDir(). An object is a leftover when the goalrun process
+// folders in os.TempDir() (their owner file holds the same owner and
+// expiry). An object is a leftover when the goalrun process
 // that made it (LabelOwner) is known to be gone: it ran on this host and its
 // pid no longer runs (or was reused), or it ran in a container of this
 // Engine (a container-action run; its host name is the container's short
@@ -151,9 +152,8 @@ func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host stri
 		if err != nil || !st.IsDir() {
 			continue
 		}
-		owner, _ := os.ReadFile(filepath.Join(dir, ownerFile))
-		labels := map[string]string{LabelOwner: strings.TrimSpace(string(owner))}
-		if !leftover(labels, st.ModTime()) {
+		b, _ := os.ReadFile(filepath.Join(dir, ownerFile))
+		if !leftover(parseOwnerFile(b), st.ModTime()) {
 			continue
 		}
 		if err := os.RemoveAll(dir); err != nil {
@@ -163,6 +163,27 @@ func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host stri
 		rep.Dirs = append(rep.Dirs, dir)
 	}
 	return rep, errors.Join(errs...)
+}
+
+// ownerFileContent is what an egress socket folder's owner file holds: the
+// owner label's value on the first line and, when the run's lifetime is
+// known, the expiry (LabelExpires's value) on the second.
+func ownerFileContent(owner, expires string) []byte {
+	if expires == "" {
+		return []byte(owner + "\n")
+	}
+	return []byte(owner + "\n" + expires + "\n")
+}
+
+// parseOwnerFile reads an owner file back as labels (LabelOwner and, when
+// present, LabelExpires); a missing or empty file gives an empty owner.
+func parseOwnerFile(b []byte) map[string]string {
+	owner, rest, _ := strings.Cut(string(b), "\n")
+	labels := map[string]string{LabelOwner: strings.TrimSpace(owner)}
+	if exp, _, _ := strings.Cut(rest, "\n"); strings.TrimSpace(exp) != "" {
+		labels[LabelExpires] = strings.TrimSpace(exp)
+	}
+	return labels
 }
 
 // containerID12 matches the host name Docker gives a container: the first

@@ -554,9 +554,11 @@ func TestReapDecisions(t *testing.T) {
 		}
 		return p
 	}
-	dir("mine", []byte(me+"\n"))
-	deadDir := dir("dead-here", []byte(deadHere+"\n"))
-	oldDir := dir("elsewhere-old", []byte("otherhost/1/1\n"))
+	dir("mine", ownerFileContent(me, ""))
+	deadDir := dir("dead-here", ownerFileContent(deadHere, ""))
+	dir("elsewhere-not-expired", ownerFileContent("otherhost/1/1", fmt.Sprint(now.Add(time.Hour).Unix())))
+	expiredDir := dir("elsewhere-expired", ownerFileContent("otherhost/1/1", fmt.Sprint(now.Add(-time.Second).Unix())))
+	oldDir := dir("elsewhere-old-no-expiry", ownerFileContent("otherhost/1/1", ""))
 	noOwnerDir := dir("no-owner-file", nil)
 	rep, err := reap(context.Background(), f, 30*time.Minute, "thishost", now, tmp)
 	if err != nil {
@@ -567,7 +569,7 @@ func TestReapDecisions(t *testing.T) {
 		"container in-stopped-c", "container in-gone-cont", "container no-owner-old",
 		"network n1", "volume vol-old",
 	}
-	wantDirs := []string{deadDir, oldDir, noOwnerDir}
+	wantDirs := []string{deadDir, expiredDir, oldDir, noOwnerDir}
 	sort.Strings(wantDirs)
 	gotDirs := append([]string(nil), rep.Dirs...)
 	sort.Strings(gotDirs)
