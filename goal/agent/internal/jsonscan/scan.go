@@ -603,31 +603,11 @@ func (c *Cursor) Object(fn func(key []byte)) bool {
 			return false
 		}
 		c.i = skipWS(c.b, c.i+1)
-		start := c.i
-		fn(key)
-		if c.err != nil {
+		if !c.member(func() { fn(key) }) {
 			return false
 		}
-		if c.i == start {
-			c.Skip()
-			if c.err != nil {
-				return false
-			}
-		}
-		c.ws()
-		if c.i >= len(c.b) {
-			c.fail(syntaxErr("unterminated object", c.i))
-			return false
-		}
-		switch c.b[c.i] {
-		case ',':
-			c.i = skipWS(c.b, c.i+1)
-		case '}':
-			c.i++
-			return true
-		default:
-			c.fail(syntaxErr("expected , or }", c.i))
-			return false
+		if done, ok := c.separator('}', "object"); !ok || done {
+			return ok
 		}
 	}
 }
@@ -650,32 +630,49 @@ func (c *Cursor) Array(fn func()) bool {
 			c.fail(syntaxErr("unterminated array", c.i))
 			return false
 		}
-		start := c.i
-		fn()
-		if c.err != nil {
+		if !c.member(fn) {
 			return false
 		}
-		if c.i == start {
-			c.Skip()
-			if c.err != nil {
-				return false
-			}
+		if done, ok := c.separator(']', "array"); !ok || done {
+			return ok
 		}
-		c.ws()
-		if c.i >= len(c.b) {
-			c.fail(syntaxErr("unterminated array", c.i))
-			return false
-		}
-		switch c.b[c.i] {
-		case ',':
-			c.i = skipWS(c.b, c.i+1)
-		case ']':
-			c.i++
-			return true
-		default:
-			c.fail(syntaxErr("expected , or ]", c.i))
-			return false
-		}
+	}
+}
+
+// member runs fn with the cursor at an object member's value or an array
+// element and skips the value when fn left it. It returns false on a
+// syntax error.
+func (c *Cursor) member(fn func()) bool {
+	start := c.i
+	fn()
+	if c.err != nil {
+		return false
+	}
+	if c.i == start {
+		c.Skip()
+	}
+	return c.err == nil
+}
+
+// separator consumes what follows a member of an object or array (what
+// names it in errors): a comma (done false) or the closing byte closer
+// (done true). ok is false on a syntax error.
+func (c *Cursor) separator(closer byte, what string) (done, ok bool) {
+	c.ws()
+	if c.i >= len(c.b) {
+		c.fail(syntaxErr("unterminated "+what, c.i))
+		return false, false
+	}
+	switch c.b[c.i] {
+	case ',':
+		c.i = skipWS(c.b, c.i+1)
+		return false, true
+	case closer:
+		c.i++
+		return true, true
+	default:
+		c.fail(syntaxErr("expected , or "+string(closer), c.i))
+		return false, false
 	}
 }
 
