@@ -138,20 +138,11 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var b struct {
-		Body *string `json:"body"`
-	}
-	if !decode(w, r, &b) {
+	body, ok := decodeCommentBody(w, r)
+	if !ok {
 		return
 	}
-	if b.Body == nil || *b.Body == "" {
-		validationFailed(w, "IssueComment", "body", "missing_field", "")
-		return
-	}
-	if !checkBodyLength(w, "IssueComment", *b.Body) {
-		return
-	}
-	c := &Comment{ID: s.newID(), Issue: n, Body: *b.Body, Login: TokenLogin, UserType: "Bot", AuthorAssociation: "NONE"}
+	c := &Comment{ID: s.newID(), Issue: n, Body: body, Login: TokenLogin, UserType: "Bot", AuthorAssociation: "NONE"}
 	s.comments = append(s.comments, c)
 	writeJSON(w, http.StatusCreated, s.commentJSON(c))
 }
@@ -168,22 +159,33 @@ func (s *Server) updateComment(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found", nil)
 		return
 	}
+	body, ok := decodeCommentBody(w, r)
+	if !ok {
+		return
+	}
+	c.Body = body
+	c.Edits++
+	writeJSON(w, http.StatusOK, s.commentJSON(c))
+}
+
+// decodeCommentBody reads an issue comment's request body as GitHub
+// validates it (body present, not empty, at most 65536 characters) and
+// answers the request itself when it is not; ok is false then.
+func decodeCommentBody(w http.ResponseWriter, r *http.Request) (body string, ok bool) {
 	var b struct {
 		Body *string `json:"body"`
 	}
 	if !decode(w, r, &b) {
-		return
+		return "", false
 	}
 	if b.Body == nil || *b.Body == "" {
 		validationFailed(w, "IssueComment", "body", "missing_field", "")
-		return
+		return "", false
 	}
 	if !checkBodyLength(w, "IssueComment", *b.Body) {
-		return
+		return "", false
 	}
-	c.Body = *b.Body
-	c.Edits++
-	writeJSON(w, http.StatusOK, s.commentJSON(c))
+	return *b.Body, true
 }
 
 func (s *Server) commentJSON(c *Comment) map[string]any {
