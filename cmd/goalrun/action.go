@@ -200,6 +200,9 @@ func (a *action) run() int {
 		return a.startupFailure(report.StartupError(se.code, se.message, se.suggestions...))
 	}
 	ghsink.Mask(a.gha, secretValues(cfg.secrets)...)
+	if se := actionImageProblem(cfg, a.getenv("PATH"), isExecutableFile); se != nil {
+		return a.startupFailure(report.StartupError(se.code, se.message, se.suggestions...))
+	}
 
 	check := a.checkRun(cfg.maxIterations)
 	if check != nil {
