@@ -74,7 +74,11 @@ func actBinary(t *testing.T) string {
 
 // adaptExample returns examples/workflows/pr-check.yml with the goalrun
 // step's inputs replaced by ones that run offline here (the command agent
-// and a busybox check in the Docker sandbox) and every other line as it is.
+// and a busybox check in the Docker sandbox, with the test's sandbox image)
+// and the example's "Build the sandbox image" step reduced to an echo: its
+// Dockerfile starts from public images, which cannot be pulled here, and
+// the stand-in runner image has no docker CLI. Every other line stays as it
+// is. The example must have that build step and pass its tag as image.
 func adaptExample(t *testing.T, with map[string]string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "workflows", "pr-check.yml"))
@@ -85,15 +89,23 @@ func adaptExample(t *testing.T, with map[string]string) []byte {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	found, built, tagged := false, false, false
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
 		if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == "run" && strings.Contains(n.Content[i+1].Value, "docker build -t "+exampleSandboxTag) {
+					built = true
+					n.Content[i+1].Value = `echo "sandbox image: built by the test, not from examples/sandbox/Dockerfile"`
+					n.Content[i+1].Style = 0
+				}
 				if n.Content[i].Value == "uses" && strings.HasPrefix(n.Content[i+1].Value, "goalrun/goalrun@") {
 					found = true
 					for j := 0; j+1 < len(n.Content); j += 2 {
 						if n.Content[j].Value == "with" {
+							var orig map[string]string
+							_ = n.Content[j+1].Decode(&orig)
+							tagged = orig["image"] == exampleSandboxTag
 							var w yaml.Node
 							m, _ := yaml.Marshal(with)
 							_ = yaml.Unmarshal(m, &w)
@@ -110,6 +122,9 @@ func adaptExample(t *testing.T, with map[string]string) []byte {
 	walk(&doc)
 	if !found {
 		t.Fatal("examples/workflows/pr-check.yml has no goalrun/goalrun@ step")
+	}
+	if !built || !tagged {
+		t.Fatalf("examples/workflows/pr-check.yml: build step with docker build -t %s: %v; goalrun step with image: %s: %v", exampleSandboxTag, built, exampleSandboxTag, tagged)
 	}
 	out, err := yaml.Marshal(&doc)
 	if err != nil {
