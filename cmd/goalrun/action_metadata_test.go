@@ -84,13 +84,42 @@ goalrun is also a container action (` + "`runs: using: docker, image: Dockerfile
 engine as ` + "`goalrun run`" + `, with a live check run on the pull request's head commit, one sticky pull request comment,
 the report and a mermaid chart of the iteration timings in the job summary, and step outputs. Workflows for a pull
 request check, a ` + "`/goalrun`" + ` comment bot and a nightly fix job over a matrix are in
-[examples/workflows](examples/workflows), each with the minimal ` + "`permissions:`" + ` it needs:
+[examples/workflows](examples/workflows).
 
-| workflow | permissions |
-|---|---|
-| pull request check | ` + "`contents: read`, `checks: write`, `pull-requests: write`" + ` |
-| comment bot | ` + "`contents: read`, `checks: write`, `issues: write`, `pull-requests: write`" + ` |
-| nightly fix pull requests | ` + "`contents: write`, `checks: write`, `pull-requests: write`" + ` |
+**The sandbox image.** The action's container is a static goalrun on ` + "`scratch`" + `: it has no agent CLI, no shell and
+no Go. Without ` + "`image:`" + ` goalrun would build its small default image from the files where it runs and mount the
+agent from ` + "`PATH`" + `, which works on a developer's machine but not in the action (the run stops at once with an error
+that says so). So every workflow builds a sandbox image first and passes it: copy
+[examples/sandbox/Dockerfile](examples/sandbox/Dockerfile) (Node.js, Claude Code and Codex pinned, Go, git, bash, a
+non-root user, the repository's Go modules for the offline check) to ` + "`.github/goalrun/Dockerfile`" + ` and add, after
+` + "`actions/checkout`" + `:
+
+` + "```yaml" + `
+      - name: Build the sandbox image
+        run: >-
+          docker build -t goalrun-sandbox:ci -f .github/goalrun/Dockerfile
+          --build-arg SANDBOX_UID="$(id -u)" --build-arg SANDBOX_GID="$(id -g)" .
+      - uses: goalrun/goalrun@v1
+        with:
+          image: goalrun-sandbox:ci
+` + "```" + `
+
+The runner mounts its Docker socket into container actions, so goalrun's container uses the runner's own Engine: the
+image built in the step before is found by its local tag, nothing is pushed or pulled, and the workspace is mounted
+into the sandbox by its host path. ` + "`SANDBOX_UID`/`SANDBOX_GID`" + ` make the image's user the workspace's owner (the
+runner user, uid 1001 on GitHub-hosted runners), which is the user goalrun runs the sandbox as. The image must
+contain the agent CLI and everything the check needs offline: the check runs in a fresh container with no network.
+In the comment bot the image is built from the default branch, never from the pull request, because that workflow
+holds a write token before goalrun has checked who commented. The examples check out with
+` + "`persist-credentials: false`" + ` so that no token sits in ` + "`.git/config`" + ` where the agent could read it.
+
+**Permissions.** Each example sets the minimal ` + "`permissions:`" + ` for the API calls goalrun makes:
+
+| workflow | permissions | what for |
+|---|---|---|
+| pull request check | ` + "`contents: read`, `checks: write`, `pull-requests: write`" + ` | checkout; the check run; the sticky comment |
+| comment bot | ` + "`contents: read`, `checks: write`, `pull-requests: write`" + ` | as above, plus reading the pull request's head commit (` + "`issue_comment`" + ` payloads lack it) and the reply to the comment; add ` + "`issues: write`" + ` only to answer on plain issues |
+| nightly fix pull requests | ` + "`contents: write`, `checks: write`, `pull-requests: write`" + ` | the fix branch and commit (Git Data API); the check run per target; opening or updating the fix pull request |
 
 The model API key comes from the step's ` + "`env:`" + ` (for example ` + "`ANTHROPIC_API_KEY: ${{ secrets.ANTHROPIC_API_KEY }}`" + `); it is
 masked in the log and, in ` + "`egress`" + ` mode, never enters the sandbox. A check run or comment the token may not write
