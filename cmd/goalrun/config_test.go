@@ -252,6 +252,10 @@ func TestSandboxSelection(t *testing.T) {
 	brokenDocker := func(context.Context, runConfig, sandbox.Config) (sandbox.Sandbox, error) {
 		return nil, errors.New("creating the container: no space left on device")
 	}
+	noAgentCLI := func(context.Context, runConfig, sandbox.Config) (sandbox.Sandbox, error) {
+		return nil, &startupError{code: report.ErrAgentNotFound, message: `the claude agent's executable "claude" is not on this machine's PATH`,
+			suggestions: []string{"Install the agent's CLI."}}
+	}
 	cases := []struct {
 		name       string
 		f          sandboxFactory
@@ -264,6 +268,8 @@ func TestSandboxSelection(t *testing.T) {
 		{"docker not built", sandboxFactory{local: local}, "docker", "", "", report.ErrSandboxUnavailable},
 		{"docker that fails to start", sandboxFactory{local: local, docker: brokenDocker}, "docker", "", "", report.ErrSandboxFailed},
 		{"auto does not hide a broken docker", sandboxFactory{local: local, docker: brokenDocker}, "auto", "", "", report.ErrSandboxFailed},
+		{"docker keeps a startup error's own code", sandboxFactory{local: local, docker: noAgentCLI}, "docker", "", "", report.ErrAgentNotFound},
+		{"auto keeps a startup error's own code", sandboxFactory{local: local, docker: noAgentCLI}, "auto", "", "", report.ErrAgentNotFound},
 		{"docker without an engine", sandboxFactory{local: local, docker: failingDocker}, "docker", "", "", report.ErrSandboxUnavailable},
 		{"auto falls back with a notice", sandboxFactory{local: local, docker: failingDocker}, "auto", "local", "no Docker Engine answered", ""},
 		{"auto without docker built", sandboxFactory{local: local}, "auto", "local", "has no Docker sandbox", ""},

@@ -680,3 +680,29 @@ func TestGroundingThroughTheBinary(t *testing.T) {
 		}
 	})
 }
+
+// TestMissingAgentCLIWithTheDockerSandbox is the newcomer's first run: the
+// default agent (claude) with the Docker sandbox and no claude on PATH ends
+// with AgentNotFound (exit 2) and advice about the CLI, not SandboxFailed
+// and advice about the Docker Engine.
+func TestMissingAgentCLIWithTheDockerSandbox(t *testing.T) {
+	dockerEngine(t)
+	ws := t.TempDir()
+	emptyPath := t.TempDir()
+	r := goalrun(t, ws, []string{"PATH=" + emptyPath, "ANTHROPIC_API_KEY=sk-ant-fake123"}, "run", "--json", "--until", "go test ./...", "fix")
+	d := r.doc(t)
+	evs := r.events(t)
+	if r.code != 2 || d["error"] != report.ErrAgentNotFound {
+		t.Fatalf("exit %d error %v, want 2 and %s\n%s", r.code, d["error"], report.ErrAgentNotFound, r.stdout)
+	}
+	if msg, _ := d["message"].(string); !strings.Contains(msg, `executable "claude" is not on this machine's PATH`) {
+		t.Errorf("message %q does not say claude is not on PATH", msg)
+	}
+	sugg := fmt.Sprint(d["suggestions"])
+	if !strings.Contains(sugg, "Install the agent's CLI") || strings.Contains(sugg, "Docker Engine") {
+		t.Errorf("suggestions %s, want the agent CLI's advice and nothing about the Docker Engine", sugg)
+	}
+	if len(evs) != 1 || evs[0].Type != report.EventFailed {
+		t.Errorf("events %+v, want exactly one failed event", evs)
+	}
+}

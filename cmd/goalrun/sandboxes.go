@@ -96,17 +96,25 @@ func networkOrNone(n sandbox.Network) sandbox.Network {
 	return n
 }
 
-// asSandboxError turns a start failure into the startup error it is.
+// asSandboxError turns a start failure into the startup error it is. A
+// factory that already decided what went wrong (a *startupError anywhere in
+// the chain: the agent CLI not on PATH, a relay binary that cannot run in a
+// container, an image that cannot be built) keeps its own code, message and
+// suggestions; only an unclassified failure becomes SandboxFailed.
 func asSandboxError(err error) *startupError {
 	var se *sandboxError
+	var own *startupError
 	switch {
+	case errors.As(err, &own):
+		return own
 	case errors.As(err, &se) && se.unavailable:
 		return &startupError{code: report.ErrSandboxUnavailable, message: fmt.Sprintf("the Docker sandbox is unavailable: %v", se.err)}
 	case errors.Is(err, sandbox.ErrDangerousMount):
 		return &startupError{code: report.ErrBadInput, message: fmt.Sprintf("the sandbox refused a mount: %v", err),
 			suggestions: []string{"Choose a workspace that is not the home folder, the root or a credential folder."}}
 	}
-	return &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("the sandbox could not start: %v", err)}
+	return &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("the sandbox could not start: %v", err),
+		suggestions: []string{"The sandbox could not start; check the Docker Engine's health and the sandbox image, then run again."}}
 }
 
 // engineTimeout bounds the first contact with the Docker Engine.
@@ -143,23 +151,30 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 	// Leftovers of dead runs; a failure here must not stop this run.
 	_, _ = sandbox.Reap(ctx, cli, rc.timeout)
 
+	// The agent's CLI first: a missing CLI is the newcomer's first problem
+	// and has its own code and advice (AgentNotFound).
+	var native *agent.Native
+	if cfg.Image == "" && rc.agent != agent.CommandName {
+		n, err := nativeAgent(rc)
+		if err != nil {
+			cli.Close()
+			return nil, err
+		}
+		native = &n
+	}
 	if cfg.Network == sandbox.NetworkEgress && cfg.RelayBinary == "" {
 		exe, err := relayBinary()
 		if err != nil {
 			cli.Close()
-			return nil, err
+			return nil, &startupError{code: report.ErrSandboxFailed, message: err.Error(),
+				suggestions: []string{"Use a statically linked goalrun (built with cgo disabled) for the egress network, or choose the network none."}}
 		}
 		cfg.RelayBinary = exe
 	}
 	var agentBin string
 	if cfg.Image == "" {
 		var libsFor []string
-		if rc.agent != agent.CommandName {
-			native, err := nativeAgent(rc)
-			if err != nil {
-				cli.Close()
-				return nil, err
-			}
+		if native != nil {
 			agentBin = path.Join(inContainerBinDir, rc.spec.Bin)
 			cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: native.Path, Target: agentBin, ReadOnly: true})
 			if !native.Static() {
@@ -173,7 +188,8 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		ref, err := sandbox.BuildImage(ctx, cli, sandbox.DefaultImageSpec(libsFor...))
 		if err != nil {
 			cli.Close()
-			return nil, fmt.Errorf("building the default sandbox image (or pass --image): %w", err)
+			return nil, &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("building the default sandbox image (or pass --image): %v", err),
+				suggestions: []string{"Pass an image that contains the agent CLI and the check's toolchain with the image setting, or check the Docker Engine's health."}}
 		}
 		cfg.Image = ref
 	}
