@@ -50,6 +50,7 @@ func (p *Proxy) newForward() (http.Handler, *http.Transport) {
 	gp.ConnectDialWithReq = nil
 	gp.KeepAcceptEncoding = true
 	gp.Tr = tr
+	gp.ConnectionErrHandler = connectFailed
 	gp.NonproxyHandler = http.HandlerFunc(p.serveNonProxy)
 	gp.OnRequest().HandleConnectFunc(p.onConnect)
 	gp.OnRequest().DoFunc(p.onHTTP)
@@ -159,15 +160,31 @@ func (p *Proxy) dialDecided(ctx context.Context, _, addr string) (net.Conn, erro
 	return p.dialDest(ctx, d)
 }
 
-// denyResponse is the 403 goproxy writes for a refused request or CONNECT.
+// Egress refusals carry the header EgressHeader, whose value says which
+// kind (EgressDenied or EgressUnreachable), and a text/plain body that starts
+// with BodyPrefix ("goalrun egress: "), so a client (or goalrun reading an
+// agent's error) can tell goalrun's own proxy from the model API:
+//
+//	403 goalrun egress: refused evil.com:443: not on the allowlist
+//	502 goalrun egress: cannot reach api.anthropic.com:443: DNS lookup failed: no such host
+const (
+	EgressHeader      = "X-Goalrun-Egress"
+	EgressDenied      = "denied"
+	EgressUnreachable = "unreachable"
+	BodyPrefix        = "goalrun egress: "
+)
+
+// denyResponse is the response goproxy writes for a refused request or
+// CONNECT: 403 for a policy denial, 502 for an unreachable destination.
 func denyResponse(r *http.Request, d Denial) *http.Response {
 	body := denyBody(d)
 	h := http.Header{}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Goalrun-Egress", "denied")
+	h.Set(EgressHeader, denyKind(d))
+	code := d.StatusFor()
 	return &http.Response{
-		Status:        "403 Forbidden",
-		StatusCode:    http.StatusForbidden,
+		Status:        fmt.Sprintf("%d %s", code, http.StatusText(code)),
+		StatusCode:    code,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
@@ -179,14 +196,41 @@ func denyResponse(r *http.Request, d Denial) *http.Response {
 	}
 }
 
-// writeDeny writes the 403 for a refused request directly.
+// writeDeny writes the response for a refused request directly (403, or
+// 502 for an unreachable destination).
 func writeDeny(w http.ResponseWriter, d Denial) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Goalrun-Egress", "denied")
-	w.WriteHeader(http.StatusForbidden)
+	w.Header().Set(EgressHeader, denyKind(d))
+	w.WriteHeader(d.StatusFor())
 	w.Write(denyBody(d))
 }
 
+func denyKind(d Denial) string {
+	if d.Unreachable {
+		return EgressUnreachable
+	}
+	return EgressDenied
+}
+
 func denyBody(d Denial) []byte {
-	return []byte("goalrun egress: refused " + d.Dest + ": " + d.Reason + "\n")
+	if d.Unreachable {
+		return []byte(BodyPrefix + "cannot reach " + d.Dest + ": " + d.Reason + "\n")
+	}
+	return []byte(BodyPrefix + "refused " + d.Dest + ": " + d.Reason + "\n")
+}
+
+// connectFailed answers a CONNECT whose allowed, resolved destination could
+// not be dialled (goproxy's ConnectionErrHandler): 502 with goalrun's
+// prefix, so the client sees who failed and why.
+func connectFailed(w io.Writer, ctx *goproxy.ProxyCtx, err error) {
+	body := BodyPrefix + "cannot reach " + sanitizeDest(ctx.Req.RequestURI) + ": " + strings.TrimPrefix(err.Error(), "egress: ") + "\n"
+	if rw, ok := w.(http.ResponseWriter); ok { // goproxy's HTTP/2 mode
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		rw.Header().Set(EgressHeader, EgressUnreachable)
+		rw.WriteHeader(http.StatusBadGateway)
+		io.WriteString(rw, body)
+		return
+	}
+	fmt.Fprintf(w, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n%s: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		EgressHeader, EgressUnreachable, len(body), body)
 }

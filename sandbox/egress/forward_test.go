@@ -69,7 +69,7 @@ func TestConnectMatrix(t *testing.T) {
 		name       string
 		target     string
 		wantStatus int
-		wantReason string   // substring of the 403 body
+		wantReason string   // substring of the 403 or 502 body
 		wantDial   []string // addresses the dial hook was asked for
 		wantLookup bool     // whether DNS was asked at all
 		host       string   // Host header; "" means the target itself
@@ -120,8 +120,8 @@ func TestConnectMatrix(t *testing.T) {
 		{name: "resolves to public and private", target: "mixed.example.com:443", wantStatus: 403, wantReason: "resolves to 192.168.1.10 (private)", wantLookup: true},
 		{name: "resolves to 0.0.0.0", target: "zero.example.com:443", wantStatus: 403, wantReason: "(unspecified)", wantLookup: true},
 		{name: "resolves to zoned link-local", target: "linklocal6.example.com:443", wantStatus: 403, wantReason: "resolves to fe80::1 (link-local)", wantLookup: true},
-		{name: "DNS failure", target: "nxdomain.example.com:443", wantStatus: 403, wantReason: "DNS lookup failed: no such host", wantLookup: true},
-		{name: "DNS empty answer", target: "empty.example.com:443", wantStatus: 403, wantReason: "no addresses", wantLookup: true},
+		{name: "DNS failure", target: "nxdomain.example.com:443", wantStatus: 502, wantReason: "DNS lookup failed: no such host", wantLookup: true},
+		{name: "DNS empty answer", target: "empty.example.com:443", wantStatus: 502, wantReason: "no addresses", wantLookup: true},
 
 		{name: "userinfo smuggles a host", target: "example.com:443@evil.com:443", wantStatus: 403, wantReason: "invalid character '@'", host: "example.com:443"},
 		{name: "userinfo without port", target: "example.com@evil.com:443", wantStatus: 403, wantReason: "invalid character '@'", host: "example.com:443"},
@@ -175,8 +175,12 @@ func TestConnectMatrix(t *testing.T) {
 			if !strings.Contains(body, tt.wantReason) {
 				t.Errorf("403 body %q, want it to contain %q", body, tt.wantReason)
 			}
-			if !strings.HasPrefix(body, "goalrun egress: refused ") {
-				t.Errorf("403 body %q does not say who refused", body)
+			// 403: a policy denial; 502: allowed but unreachable (an
+			// upstream failure). Both are counted as denials and say who
+			// answered.
+			prefix := map[int]string{403: "goalrun egress: refused ", 502: "goalrun egress: cannot reach "}[tt.wantStatus]
+			if prefix == "" || !strings.HasPrefix(body, prefix) {
+				t.Errorf("%d body %q does not start with %q", tt.wantStatus, body, prefix)
 			}
 			if after.Denied != before.Denied+1 || after.Allowed != before.Allowed {
 				t.Errorf("counts %d/%d -> %d/%d, want one more denied", before.Allowed, before.Denied, after.Allowed, after.Denied)
@@ -749,5 +753,49 @@ func TestMaxConns(t *testing.T) {
 	resp, err := http.ReadResponse(bufio.NewReader(third), &http.Request{Method: http.MethodConnect})
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("third CONNECT after a slot freed: %v %v", resp, err)
+	}
+}
+
+// TestUnreachableIsBadGateway: a destination the policy allows but that
+// cannot be resolved or reached is an upstream failure, answered 502 with
+// goalrun's prefix and the "unreachable" header; only policy denials are 403.
+func TestUnreachableIsBadGateway(t *testing.T) {
+	res := newResolver(map[string][]netip.Addr{"down.example.com.": {pubA}})
+	tests := []struct {
+		name       string
+		target     string
+		wantStatus int
+		wantKind   string
+		wantBody   string
+		wantDenied int
+	}{
+		{"not on the allowlist", "evil.example.net:443", 403, EgressDenied, "goalrun egress: refused evil.example.net:443: not on the allowlist", 1},
+		{"IP literal", "93.184.215.14:443", 403, EgressDenied, "goalrun egress: refused 93.184.215.14:443: IP literal", 1},
+		{"name does not resolve", "gone.example.com:443", 502, EgressUnreachable, "goalrun egress: cannot reach gone.example.com:443: DNS lookup failed", 1},
+		{"resolved but nothing answers", "down.example.com:443", 502, EgressUnreachable, "goalrun egress: cannot reach down.example.com:443: connect to down.example.com:443", 0},
+	}
+	h := startHarness(t, Config{Allow: []string{"down.example.com:443", "gone.example.com:443"}, Resolver: res})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := h.p.Stats()
+			c, err := net.DialTimeout("tcp", h.forward, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", tt.target, tt.target)
+			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.wantStatus || resp.Header.Get(EgressHeader) != tt.wantKind || !strings.HasPrefix(string(b), tt.wantBody) {
+				t.Errorf("got %d %s=%q %q, want %d %q %q", resp.StatusCode, EgressHeader, resp.Header.Get(EgressHeader), b, tt.wantStatus, tt.wantKind, tt.wantBody)
+			}
+			if d := h.p.Stats().Denied - before.Denied; d != tt.wantDenied {
+				t.Errorf("denied +%d, want +%d", d, tt.wantDenied)
+			}
+		})
 	}
 }

@@ -121,6 +121,23 @@ type Denial struct {
 	// Reason says why, e.g. "not on the allowlist" or "resolves to
 	// 10.0.0.1 (private)".
 	Reason string
+	// Unreachable is true when the destination passed the policy but could
+	// not be resolved (DNS failure, no addresses): an upstream failure, not
+	// a policy decision. The proxy answers it 502 Bad Gateway instead of 403
+	// Forbidden (see StatusFor) and still counts and keeps it, so the report
+	// shows why the sandbox reached nothing.
+	Unreachable bool
+}
+
+// StatusFor is the HTTP status the proxy answers a refusal with: 403
+// Forbidden for a policy denial (not on the allowlist, an IP literal, a
+// private or loopback address, a malformed destination), 502 Bad Gateway
+// for an allowed destination that could not be resolved or reached.
+func (d Denial) StatusFor() int {
+	if d.Unreachable {
+		return http.StatusBadGateway
+	}
+	return http.StatusForbidden
 }
 
 // String returns "dest (reason)", the form of sandbox.Posture.EgressDenials,
@@ -358,6 +375,9 @@ func (p *Proxy) check(ctx context.Context, a authority, pol policy) (destination
 	deny := func(reason string) (destination, *Denial) {
 		return destination{}, &Denial{Dest: a.String(), Reason: reason}
 	}
+	unreachable := func(reason string) (destination, *Denial) {
+		return destination{}, &Denial{Dest: a.String(), Reason: reason, Unreachable: true}
+	}
 	if a.ip.IsValid() {
 		class := classify(a.ip)
 		if loopbackOK && class == classLoopback {
@@ -380,10 +400,10 @@ func (p *Proxy) check(ctx context.Context, a authority, pol policy) (destination
 	defer cancel()
 	addrs, err := p.resolver.LookupNetIP(lctx, "ip", a.host+".")
 	if err != nil {
-		return deny("DNS lookup failed: " + shortDNSError(err))
+		return unreachable("DNS lookup failed: " + shortDNSError(err))
 	}
 	if len(addrs) == 0 {
-		return deny("DNS lookup returned no addresses")
+		return unreachable("DNS lookup returned no addresses")
 	}
 	out := make([]netip.Addr, 0, len(addrs))
 	for _, ip := range addrs {

@@ -229,7 +229,7 @@ func TestUpstreamDestinationChecks(t *testing.T) {
 		{name: "name resolving to loopback, flag on", url: "http://model.test:" + port, loopbackOK: true, wantStatus: 200},
 		{name: "name resolving to private, flag on", url: "http://private.test:" + port, loopbackOK: true, wantStatus: 403, wantBody: "resolves to 10.0.0.7 (private)"},
 		{name: "localhost name, flag off", url: "http://localhost:" + port, wantStatus: 403, wantBody: "loopback name"},
-		{name: "DNS failure", url: "http://nowhere.test", loopbackOK: true, wantStatus: 403, wantBody: "DNS lookup failed"},
+		{name: "DNS failure is an upstream failure", url: "http://nowhere.test", loopbackOK: true, wantStatus: 502, wantBody: "goalrun egress: cannot reach nowhere.test:80: DNS lookup failed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,13 +246,16 @@ func TestUpstreamDestinationChecks(t *testing.T) {
 				t.Fatalf("responses %+v, want %d %q", resps, tt.wantStatus, tt.wantBody)
 			}
 			s := h.p.Stats()
-			if tt.wantStatus == 403 && (s.Denied != 1 || s.Allowed != 0) {
+			if tt.wantStatus != 200 && (s.Denied != 1 || s.Allowed != 0) {
 				t.Errorf("stats %+v, want one denial", s)
+			}
+			if kind := map[int]string{403: EgressDenied, 502: EgressUnreachable}[tt.wantStatus]; kind != "" && resps[0].header.Get(EgressHeader) != kind {
+				t.Errorf("%s: %q, want %q", EgressHeader, resps[0].header.Get(EgressHeader), kind)
 			}
 			if tt.wantStatus == 200 && (s.Allowed != 1 || s.Denied != 0) {
 				t.Errorf("stats %+v, want one allowed", s)
 			}
-			if tt.wantStatus == 403 && len(d.Dialed()) != 0 {
+			if tt.wantStatus != 200 && len(d.Dialed()) != 0 {
 				t.Errorf("dialled %q", d.Dialed())
 			}
 		})
