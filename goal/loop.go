@@ -359,11 +359,8 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 	l.emitEvaluated(i, met, grounded, why, halt, reason)
 	switch {
 	case failed:
-		msg := firstNonEmpty(tr.Message, step.stderrTail, "The agent's turn failed.")
-		l.fail(report.ErrAgentFailed, firstNonEmpty(tr.Cause, "turn_failed"),
-			fmt.Sprintf("Agent turn %d failed and the goal is not met: %s", i, msg),
-			map[string]any{"iteration": i, "exit_code": step.exitCode},
-			"Read the agent's output in the events for the reason it failed.")
+		msg, detail, advice := l.turnFailure(i, step, tr)
+		l.fail(report.ErrAgentFailed, firstNonEmpty(tr.Cause, "turn_failed"), msg, detail, advice)
 		l.out.Halt, l.out.HaltReason = halt, reason
 		return true
 	case halt != "":
@@ -566,7 +563,42 @@ func checkResult(cr CheckRun) *report.CheckResult {
 type turnStep struct {
 	duration   time.Duration
 	exitCode   int
-	stderrTail string
+	stderrTail string // the last agentStderrKeep bytes of stderr, trimmed
+	stderrSize int64  // stderr's total length when the tail is not all of it, else 0
+}
+
+// turnFailure builds the failure of agent turn i that ended tr: the
+// message (the agent's own words, then the end of its stderr and, for the
+// command agent, whose stdout is plain text, the end of its stdout), the
+// failure fields (iteration, exit_code, stderr_tail, stdout_tail: each tail
+// at most report.TailCap bytes, cut at its start with a marker; Finish
+// redacts them) and the advice, which points at what the document holds.
+func (l *loop) turnFailure(i int, step turnStep, tr agent.TurnResult) (msg string, detail map[string]any, advice string) {
+	detail = map[string]any{"iteration": i, "exit_code": step.exitCode}
+	msg = firstNonEmpty(tr.Message, "the agent's turn failed")
+	var tails []string
+	if step.stderrTail != "" {
+		t := report.CapTail(step.stderrTail, step.stderrSize, report.TailCap)
+		detail["stderr_tail"] = t
+		tails = append(tails, "stderr_tail")
+		if !strings.Contains(msg, step.stderrTail) {
+			msg += "; its stderr ends with: " + t
+		}
+	}
+	if l.cfg.Adapter.Name() == agent.CommandName {
+		if out := strings.TrimSpace(tr.Summary); out != "" {
+			t := report.CapTail(out, 0, report.TailCap)
+			detail["stdout_tail"] = t
+			tails = append(tails, "stdout_tail")
+			msg += "; its stdout ends with: " + t
+		}
+	}
+	msg = fmt.Sprintf("Agent turn %d failed and the goal is not met: %s", i, msg)
+	advice = "Read the agent's output in the events for the reason it failed."
+	if len(tails) > 0 {
+		advice = "Read the end of the agent's output in the message and in the failure's " + strings.Join(tails, " and ") + " for the reason it failed."
+	}
+	return msg, detail, advice
 }
 
 // agentTurn runs agent turn i: the adapter's command as an agent step, its
@@ -635,7 +667,11 @@ func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult
 	}
 	start := l.now()
 	res, err := l.cfg.Sandbox.Exec(stepCtx, cmd)
-	step := turnStep{duration: l.now().Sub(start), exitCode: res.ExitCode, stderrTail: strings.TrimSpace(string(stderr.Output().Tail))}
+	errOut := stderr.Output()
+	step := turnStep{duration: l.now().Sub(start), exitCode: res.ExitCode, stderrTail: strings.TrimSpace(string(errOut.Tail))}
+	if errOut.Truncated { // else the trimmed tail is the whole stream
+		step.stderrSize = errOut.Bytes
+	}
 	if err != nil {
 		return step, agent.TurnResult{Status: agent.StatusFailed, Cause: "not_started", Message: err.Error()}, err
 	}

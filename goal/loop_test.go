@@ -842,3 +842,65 @@ func BenchmarkLoopIteration(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perRun), "ns/iteration")
 }
+
+// TestFailedCommandTurnKeepsTheEndOfItsOutput: a command agent that exits
+// non-zero has the end of its stderr and stdout in the failure's message and
+// fields (capped at report.TailCap, the end kept), so the advice to read
+// them is true; a silent one keeps the advice about the events.
+func TestFailedCommandTurnKeepsTheEndOfItsOutput(t *testing.T) {
+	long := strings.Repeat("x", 3*report.TailCap)
+	cases := []struct {
+		name       string
+		agentCmd   string
+		wantMsg    []string
+		wantFields map[string]string // field → substring
+		noFields   []string
+		wantAdvice string
+	}{
+		{"stderr and stdout", "echo oops-stderr >&2; echo oops-stdout; exit 2",
+			[]string{"exited with status 2", "its stderr ends with: oops-stderr", "its stdout ends with: oops-stdout"},
+			map[string]string{"stderr_tail": "oops-stderr", "stdout_tail": "oops-stdout"}, nil, "stderr_tail and stdout_tail"},
+		{"stderr only", "echo only-err >&2; exit 1",
+			[]string{"its stderr ends with: only-err"}, map[string]string{"stderr_tail": "only-err"}, []string{"stdout_tail"}, "stderr_tail"},
+		{"stdout only", "echo only-out; exit 1",
+			[]string{"its stdout ends with: only-out"}, map[string]string{"stdout_tail": "only-out"}, []string{"stderr_tail"}, "stdout_tail"},
+		{"huge stderr keeps its end", "printf '" + long + "' >&2; echo THE-END >&2; exit 1",
+			[]string{"THE-END", "truncated"}, map[string]string{"stderr_tail": "THE-END"}, nil, "stderr_tail"},
+		{"silent", "exit 4", []string{"exited with status 4"}, nil, []string{"stderr_tail", "stdout_tail"}, "in the events"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := workspace(t, nil)
+			out := run(t, context.Background(), goal.Config{
+				Adapter: agent.Command{Bin: tc.agentCmd}, Sandbox: local(t, dir), Check: "exit 1",
+				MaxIterations: 3, Events: &recorder{},
+			})
+			f := out.Failure
+			if f == nil || f.Code != report.ErrAgentFailed {
+				t.Fatalf("failure %+v, want AgentFailed", f)
+			}
+			for _, w := range tc.wantMsg {
+				if !strings.Contains(f.Message, w) {
+					t.Errorf("message %q does not contain %q", f.Message, w)
+				}
+			}
+			for k, w := range tc.wantFields {
+				v, _ := f.Detail[k].(string)
+				if !strings.Contains(v, w) {
+					t.Errorf("failure field %s = %q, want it to contain %q", k, v, w)
+				}
+				if len(v) > report.TailCap+report.MarkerMaxBytes {
+					t.Errorf("failure field %s is %d bytes, above the cap %d plus the marker", k, len(v), report.TailCap)
+				}
+			}
+			for _, k := range tc.noFields {
+				if _, ok := f.Detail[k]; ok {
+					t.Errorf("failure has %s = %q for an empty stream", k, f.Detail[k])
+				}
+			}
+			if len(f.Suggestions) != 1 || !strings.Contains(f.Suggestions[0], tc.wantAdvice) {
+				t.Errorf("suggestions %q, want one naming %q", f.Suggestions, tc.wantAdvice)
+			}
+		})
+	}
+}

@@ -706,3 +706,56 @@ func TestMissingAgentCLIWithTheDockerSandbox(t *testing.T) {
 		t.Errorf("events %+v, want exactly one failed event", evs)
 	}
 }
+
+// TestFailedCommandAgentOutputReachesEverySink: a failing command agent's
+// stderr and stdout are in the document's message and failure fields, in
+// the --events file and in the human progress view.
+func TestFailedCommandAgentOutputReachesEverySink(t *testing.T) {
+	args := []string{"--sandbox", "local", "--until", "exit 1", "--agent", "command",
+		"--agent-bin", "echo oops-stderr >&2; echo oops-stdout; exit 2"}
+	cases := []struct {
+		name string
+		json bool
+	}{{"json", true}, {"human", false}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := t.TempDir()
+			events := filepath.Join(t.TempDir(), "events.jsonl")
+			a := append([]string{"run", "--events", events}, args...)
+			if tc.json {
+				a = append(a, "--json")
+			}
+			r := goalrun(t, ws, nil, a...)
+			if r.code != 3 {
+				t.Fatalf("exit %d, want 3\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			evs, err := os.ReadFile(events)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sinks := map[string][]byte{"--events file": evs}
+			if tc.json {
+				d := r.doc(t)
+				if d["error"] != report.ErrAgentFailed {
+					t.Errorf("error %v, want AgentFailed", d["error"])
+				}
+				for _, k := range []string{"stderr_tail", "stdout_tail"} {
+					if v, _ := get(d, "failure", k).(string); !strings.Contains(v, "oops-") {
+						t.Errorf("failure.%s = %q", k, v)
+					}
+				}
+				sinks["document"] = r.stdout
+			} else {
+				sinks["progress"] = r.stderr
+				sinks["short result"] = r.stdout
+			}
+			for name, b := range sinks {
+				for _, w := range []string{"oops-stderr", "oops-stdout"} {
+					if !bytes.Contains(b, []byte(w)) {
+						t.Errorf("%s does not contain %q:\n%s", name, w, b)
+					}
+				}
+			}
+		})
+	}
+}
