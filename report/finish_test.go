@@ -136,7 +136,7 @@ func TestConclusion(t *testing.T) {
 		{"passed grounded but check modified", StatusSuccess, &Goal{Passed: true, Grounded: true}, &Changes{CheckModified: true}, false, ConclusionNeutral},
 		{"check modified with test edits allowed", StatusSuccess, &Goal{Passed: true, Grounded: true}, &Changes{CheckModified: true}, true, ConclusionSuccess},
 		{"ungrounded stays neutral with test edits allowed", StatusSuccess, &Goal{Passed: true}, &Changes{CheckModified: true}, true, ConclusionNeutral},
-		{"not passed max_iterations", StatusSuccess, &Goal{Grounded: true, Halt: halt(HaltMaxIterations)}, nil, false, ConclusionFailure},
+		{"not passed max_iterations", StatusSuccess, &Goal{Halt: halt(HaltMaxIterations)}, nil, false, ConclusionFailure},
 		{"not passed no_progress", StatusSuccess, &Goal{Halt: halt(HaltNoProgress)}, nil, false, ConclusionFailure},
 		{"not passed budget", StatusSuccess, &Goal{Halt: halt(HaltBudget)}, nil, false, ConclusionFailure},
 		{"timeout", StatusSuccess, &Goal{Halt: halt(HaltTimeout)}, nil, false, ConclusionTimedOut},

@@ -199,7 +199,7 @@ func passedRun() Run {
 // notMetRun is an agent that never fixes anything: halted by max_iterations.
 func notMetRun() Run {
 	r := passedRun()
-	r.Passed, r.Grounded = false, true
+	r.Passed, r.Grounded = false, false // grounded is a pass our own check confirmed
 	r.Halt, r.HaltReason = HaltMaxIterations, "5 agent turns taken (--max-iterations 5); the check still fails"
 	r.IterationsTaken = 5
 	r.Iterations = nil
@@ -218,7 +218,7 @@ func notMetRun() Run {
 // agentFailedRun is a run whose agent broke on its second turn.
 func agentFailedRun() Run {
 	r := passedRun()
-	r.Passed, r.Grounded = false, true
+	r.Passed, r.Grounded = false, false // grounded is a pass our own check confirmed
 	r.Halt = HaltAgentError
 	r.Iterations = r.Iterations[:2]
 	r.Iterations[1].Check = nil

@@ -125,15 +125,20 @@ func Headline(d Document) string {
 		parts = append(parts, "error "+d.Error)
 	}
 	if g := d.Goal; g != nil {
-		if g.Passed {
-			parts = append(parts, "goal met")
-		} else {
-			parts = append(parts, "goal not met")
-		}
-		if g.Grounded {
-			parts = append(parts, "grounded")
-		} else {
-			parts = append(parts, "ungrounded")
+		// The title always says whether the verdict is grounded, and why
+		// not: a bare "ungrounded" beside a failing check reads as if the
+		// failure itself were unverified.
+		switch {
+		case g.Passed && g.Grounded:
+			parts = append(parts, "goal met", "grounded")
+		case g.Passed && g.Check == "":
+			parts = append(parts, "goal met", "ungrounded (a judge's word)")
+		case g.Passed:
+			parts = append(parts, "goal met", "ungrounded")
+		case g.Check == "":
+			parts = append(parts, "goal not met", "ungrounded (a judge's word)")
+		default:
+			parts = append(parts, "goal not met", "ungrounded: check failing")
 		}
 		if d.Changes != nil && d.Changes.CheckModified {
 			parts = append(parts, "check modified by the agent")
@@ -211,6 +216,14 @@ func mdLead(d Document) string {
 	return b.String()
 }
 
+// count is "1 thing" or "n things".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
+}
+
 // mdFacts is one line of key facts.
 func mdFacts(d Document) string {
 	var parts []string
@@ -221,10 +234,12 @@ func mdFacts(d Document) string {
 		parts = append(parts, "halt reason: "+mdText(g.HaltReason))
 	}
 	if d.Turns != nil {
-		parts = append(parts, fmt.Sprintf("%d agent turns", *d.Turns))
+		// turns are the agent's own model round trips, summed over its
+		// invocations (an iteration is one invocation).
+		parts = append(parts, count(*d.Turns, "model turn"))
 	}
 	if d.Delegations != nil && *d.Delegations > 0 {
-		parts = append(parts, fmt.Sprintf("%d delegations", *d.Delegations))
+		parts = append(parts, count(*d.Delegations, "delegation"))
 	}
 	if a := d.Agent; a != nil {
 		s := "agent " + mdText(a.Name)

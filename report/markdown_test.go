@@ -162,6 +162,14 @@ func TestMdEscape(t *testing.T) {
 	}
 }
 
+// judgedRun is passedRun decided by a judge (--infer-until alone): no
+// check, so never grounded.
+func judgedRun(met bool) Run {
+	r := passedRun()
+	r.Check, r.Passed, r.Grounded = "", met, false
+	return r
+}
+
 func TestHeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -169,8 +177,10 @@ func TestHeadline(t *testing.T) {
 		want string
 	}{
 		{"success", Finish(passedRun(), nil), "goal met · grounded · 2 iterations · conclusion success"},
-		{"not met", Finish(notMetRun(), nil), "goal not met · grounded · halted: max_iterations · 5 iterations · conclusion failure"},
-		{"error", Finish(agentFailedRun(), nil), "error AgentFailed · goal not met · grounded · 1 iteration · claude exited 1 without a result event: \"Error: connect ECONNREFUSED 127.0.0.1:443\" · conclusion failure"},
+		{"not met", Finish(notMetRun(), nil), "goal not met · ungrounded: check failing · halted: max_iterations · 5 iterations · conclusion failure"},
+		{"judge said met", Finish(judgedRun(true), nil), "goal met · ungrounded (a judge's word) · 2 iterations · conclusion neutral"},
+		{"judge said not met", Finish(judgedRun(false), nil), "goal not met · ungrounded (a judge's word) · 2 iterations · conclusion failure"},
+		{"error", Finish(agentFailedRun(), nil), "error AgentFailed · goal not met · ungrounded: check failing · 1 iteration · claude exited 1 without a result event: \"Error: connect ECONNREFUSED 127.0.0.1:443\" · conclusion failure"},
 		{"startup", StartupError(ErrBadInput, "bad flag"), "error BadInput · bad flag · conclusion failure"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
