@@ -280,7 +280,8 @@ func (t tee) Emit(ev Event) {
 }
 
 // ProgressSink is the human progress view: one readable line per step with
-// the time since the first event and the step's own duration, e.g.
+// the time since the run started (NewProgressSinkSince; else since the
+// first event) and the step's own duration, e.g.
 //
 //	[  2.1s] check #0  go test ./...  exit 1 (2.1s)
 //
@@ -305,6 +306,13 @@ const (
 // NewProgressSink returns a ProgressSink writing to w (stderr without
 // --json).
 func NewProgressSink(w io.Writer) Sink { return &ProgressSink{w: w} }
+
+// NewProgressSinkSince returns a ProgressSink whose clock starts at start,
+// the run's start, so the time spent before the first event (building an
+// image, starting the sandbox) is counted in every line.
+func NewProgressSinkSince(w io.Writer, start time.Time) Sink {
+	return &ProgressSink{w: w, start: start}
+}
 
 // Err returns the first write error, if any.
 func (p *ProgressSink) Err() error {

@@ -98,6 +98,19 @@ func TestProgressSink(t *testing.T) {
 	golden(t, "events/progress.txt", out.Bytes())
 }
 
+// TestProgressSinkSince: the clock counts from the run's start, so the
+// sandbox's start-up before the first event is in every line's time.
+func TestProgressSinkSince(t *testing.T) {
+	var out bytes.Buffer
+	e := NewEmitter(NewProgressSinkSince(&out, t0.Add(-4*time.Second)), nil, fakeClock(700*time.Millisecond))
+	e.Emit(EventSandboxReady, PhaseSandbox, "sandbox ready: docker", map[string]any{"mode": "docker", "seconds": 4.0})
+	e.Emit(EventCheckFinished, PhaseVerifying, "", map[string]any{"iteration": 0, "command": "true", "exit_code": 0, "seconds": 0.7})
+	want := "[  4.0s] sandbox   ready  docker (4.0s)\n[  4.7s] check #0  true  exit 0 (0.7s)\n"
+	if out.String() != want {
+		t.Errorf("progress:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 func TestEmitterCaps(t *testing.T) {
 	rec := &recorder{}
 	e := NewEmitter(rec, NewRedactor(secret), fakeClock(time.Second))

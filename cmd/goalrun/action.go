@@ -212,11 +212,11 @@ func (a *action) run() int {
 			_ = check.Cancel(ctx)
 		}()
 	}
-	sinks := []report.Sink{report.NewProgressSink(a.log.Untrusted())}
+	eng := defaultEngine()
+	sinks := []report.Sink{report.NewProgressSinkSince(a.log.Untrusted(), eng.now())}
 	if check != nil {
 		sinks = append(sinks, check)
 	}
-	eng := defaultEngine()
 	eng.warn = a.log.Untrusted()
 	doc, code := execute(a.ctx, cfg, eng, sinks...)
 	a.publish(doc, check)

@@ -177,13 +177,14 @@ func (d *demo) run(ctx context.Context) int {
 	}
 	fmt.Fprintln(d.humanOut)
 
+	eng := d.engine()
 	var sink report.Sink
 	if d.opts.json {
 		sink = report.NewJSONLSink(d.stderr)
 	} else {
-		sink = report.NewProgressSink(d.stderr)
+		sink = report.NewProgressSinkSince(d.stderr, eng.now())
 	}
-	doc, code := execute(ctx, cfg, d.engine(), sink)
+	doc, code := execute(ctx, cfg, eng, sink)
 	d.engineDone = time.Now()
 	if d.opts.json {
 		writeDocument(d.stdout, doc)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -37,13 +38,13 @@ func runCmd(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	if err != nil {
 		return writeStartupError(err, jsonRequested(args), stdout, stderr)
 	}
+	eng := defaultEngine()
 	var sink report.Sink
 	if cfg.json {
 		sink = report.NewJSONLSink(stderr)
 	} else {
-		sink = report.NewProgressSink(stderr)
+		sink = report.NewProgressSinkSince(stderr, eng.now())
 	}
-	eng := defaultEngine()
 	if !cfg.json { // in JSON mode stderr carries nothing but events
 		eng.warn = stderr
 	}
@@ -120,9 +121,17 @@ func writeShortResult(w io.Writer, doc report.Document, cfg runConfig) {
 	if doc.Goal != nil && doc.Goal.HaltReason != "" {
 		fmt.Fprintf(w, "\n%s\n", doc.Goal.HaltReason)
 	}
-	if cfg.output != "" {
+	if cfg.output != "" && outputHolds(cfg.output, doc) {
 		fmt.Fprintf(w, "\ndocument: %s\n", cfg.output)
 	}
+}
+
+// outputHolds reports whether the file at path holds exactly doc as
+// writeOutput writes it: a --output that could not be written is never
+// named as where the document is.
+func outputHolds(path string, doc report.Document) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && bytes.Equal(b, append(report.Encode(doc), '\n'))
 }
 
 // exitCodeFor maps a document to the exit code (architecture.md): 0 goal
