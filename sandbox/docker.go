@@ -515,7 +515,7 @@ func (d *Docker) chooseUser(owner fileOwner) error {
 	}
 	if owner.uid == 0 {
 		if d.wsMode == WorkspaceBind {
-			return fmt.Errorf("sandbox: docker: the workspace %q belongs to root and goalrun never runs a sandbox as root implicitly; give the workspace to a normal user, set the sandbox user (Config.User, e.g. 1000:1000) or use --workspace copy", d.cfg.Workspace)
+			return fmt.Errorf("%w: the workspace %q belongs to root and goalrun never runs a sandbox as root implicitly; give it to a normal user (chown -R 1000:1000 %q), copy it in and out instead (goalrun run --workspace copy or auto) or set the sandbox user (Config.User)", ErrRootWorkspace, d.cfg.Workspace, d.cfg.Workspace)
 		}
 		d.uid, d.gid = DefaultUID, DefaultGID
 	} else {

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -169,7 +170,7 @@ func TestDockerAutoCopiesRootOwnedWorkspace(t *testing.T) {
 	if sb, err := sandbox.StartDocker(ctx, cli, cfg); err == nil {
 		sb.Close(ctx)
 		t.Fatal("bind mode started a sandbox on a root-owned workspace without Config.User")
-	} else if !strings.Contains(err.Error(), "belongs to root") {
+	} else if !errors.Is(err, sandbox.ErrRootWorkspace) || !strings.Contains(err.Error(), "belongs to root") {
 		t.Errorf("error should say why: %v", err)
 	}
 	cfg.WorkspaceMode = sandbox.WorkspaceAuto

@@ -15,6 +15,12 @@ import (
 // home, ~/.ssh, or a credential folder (sandbox.md, "Defaults").
 var ErrDangerousMount = errors.New("sandbox: dangerous mount refused")
 
+// ErrRootWorkspace is returned by StartDocker when a bind-mounted workspace
+// belongs to root and Config.User is empty: goalrun never runs a sandbox as
+// root implicitly. Copy mode, a chown to a normal user or Config.User
+// avoids it.
+var ErrRootWorkspace = errors.New("sandbox: docker: root-owned workspace refused")
+
 // runtimeSockets are the usual places of container runtime sockets. Mounting
 // one (or a folder above it) hands the sandbox the host: whoever can talk to
 // the runtime can start a privileged container.

@@ -256,6 +256,9 @@ func TestSandboxSelection(t *testing.T) {
 		return nil, &startupError{code: report.ErrAgentNotFound, message: `the claude agent's executable "claude" is not on this machine's PATH`,
 			suggestions: []string{"Install the agent's CLI."}}
 	}
+	rootWorkspace := func(context.Context, runConfig, sandbox.Config) (sandbox.Sandbox, error) {
+		return nil, fmt.Errorf("%w: the workspace \"/src\" belongs to root", sandbox.ErrRootWorkspace)
+	}
 	cases := []struct {
 		name       string
 		f          sandboxFactory
@@ -271,6 +274,7 @@ func TestSandboxSelection(t *testing.T) {
 		{"docker keeps a startup error's own code", sandboxFactory{local: local, docker: noAgentCLI}, "docker", "", "", report.ErrAgentNotFound},
 		{"auto keeps a startup error's own code", sandboxFactory{local: local, docker: noAgentCLI}, "auto", "", "", report.ErrAgentNotFound},
 		{"docker without an engine", sandboxFactory{local: local, docker: failingDocker}, "docker", "", "", report.ErrSandboxUnavailable},
+		{"a root-owned bind workspace is bad input", sandboxFactory{local: local, docker: rootWorkspace}, "docker", "", "", report.ErrBadInput},
 		{"auto falls back with a notice", sandboxFactory{local: local, docker: failingDocker}, "auto", "local", "no Docker Engine answered", ""},
 		{"auto without docker built", sandboxFactory{local: local}, "auto", "local", "has no Docker sandbox", ""},
 	}

@@ -112,6 +112,9 @@ func asSandboxError(err error) *startupError {
 	case errors.Is(err, sandbox.ErrDangerousMount):
 		return &startupError{code: report.ErrBadInput, message: fmt.Sprintf("the sandbox refused a mount: %v", err),
 			suggestions: []string{"Choose a workspace that is not the home folder, the root or a credential folder."}}
+	case errors.Is(err, sandbox.ErrRootWorkspace):
+		return &startupError{code: report.ErrBadInput, message: fmt.Sprintf("the sandbox refused the workspace: %v", err),
+			suggestions: []string{"Give the workspace to a normal user or drop --workspace bind (auto copies a root-owned workspace in and out)."}}
 	}
 	return &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("the sandbox could not start: %v", err),
 		suggestions: []string{"The sandbox could not start; check the Docker Engine's health and the sandbox image, then run again."}}
