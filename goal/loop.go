@@ -61,6 +61,14 @@ type Config struct {
 	AgentArgs []string
 	MaxTurns  int
 	BaseURL   string
+	// MissingKey names the variable the agent reads its model API key from
+	// when the runner knows the agent cannot have a key: the variable is not
+	// set and the sandbox holds no login of the agent's own (a Docker
+	// sandbox's HOME starts empty). "" means the key is there or cannot be
+	// judged (a local run may use the CLI's own login). When set and the
+	// first check fails, the run ends auth_required (missing_key) before any
+	// agent turn, naming the variable.
+	MissingKey string
 	// MaxIterations bounds agent turns (0 = DefaultMaxIterations).
 	MaxIterations int
 	// Timeout bounds the whole run's wall clock (0 = none); StepTimeout one
@@ -232,6 +240,10 @@ func (l *loop) run(parent context.Context) {
 		l.cfg.Halter.AfterTurn(l.facts(0, *l.lastRun))
 	}
 
+	if l.cfg.MissingKey != "" {
+		l.missingKey()
+		return
+	}
 	for i := 1; i <= l.cfg.MaxIterations; i++ {
 		if l.stopped(parent, ctx, fmt.Sprintf("before agent turn %d", i)) {
 			return
@@ -278,12 +290,21 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 	case tr.Status == agent.StatusAuthRequired:
 		record()
 		msg := firstNonEmpty(tr.Message, "The agent's model API refused its credentials.")
-		l.out.Failure = &Failure{
-			Code: report.ErrAuthRequired, Message: msg, Cause: "auth_required", Reason: firstNonEmpty(tr.AuthReason, agent.AuthInvalidKey),
-			Detail:      map[string]any{"iteration": i},
-			Suggestions: []string{"Set a valid API key for the agent's model provider in the environment goalrun runs in, then run goalrun again."},
+		reason := firstNonEmpty(tr.AuthReason, agent.AuthInvalidKey)
+		var keyEnv string
+		if spec, err := agent.SpecOf(l.cfg.Adapter.Name()); err == nil {
+			keyEnv = spec.API.KeyEnv
 		}
-		l.out.Halt, l.out.HaltReason = report.HaltAuthRequired, "The model API refused the agent's credentials."
+		advice, haltReason := authAdvice(reason, keyEnv)
+		detail := map[string]any{"iteration": i}
+		if keyEnv != "" {
+			detail["key_env"] = keyEnv
+		}
+		l.out.Failure = &Failure{
+			Code: report.ErrAuthRequired, Message: msg, Cause: "auth_required", Reason: reason,
+			Detail: detail, Suggestions: []string{advice},
+		}
+		l.out.Halt, l.out.HaltReason = report.HaltAuthRequired, haltReason
 		return true
 	}
 	if h := l.budgetHalt(); h.halt != "" {
@@ -559,6 +580,59 @@ func checkResult(cr CheckRun) *report.CheckResult {
 	}
 }
 
+// egressFailure is the failure of agent turn i whose model API requests
+// were refused by goalrun's own egress proxy (agent.CauseEgressRefused):
+// a network cause, never a bad key. The message quotes the proxy's
+// refusals as the sandbox recorded them; the advice names --allow-host and
+// the document's sandbox.egress_denials.
+func (l *loop) egressFailure(i int, msg string, detail map[string]any) (string, map[string]any, string) {
+	p := l.cfg.Sandbox.Posture()
+	msg = fmt.Sprintf("Agent turn %d failed: goalrun's egress proxy refused or could not reach the agent's model API, so the API never judged the key: %s", i, msg)
+	if len(p.EgressDenials) > 0 {
+		msg += fmt.Sprintf("; egress refusals so far (%d): %s", p.EgressDenied, strings.Join(p.EgressDenials, "; "))
+	}
+	if len(p.EgressAllowlist) > 0 {
+		detail["egress_allowlist"] = strings.Join(p.EgressAllowlist, ", ")
+	}
+	advice := "The agent's model API could not be reached through goalrun's egress proxy: check that this machine can resolve and reach the model API's host (network, DNS, firewall), " +
+		"add any other host the agent needs with --allow-host (the allow-host setting), and read sandbox.egress_denials in the document for each refused destination and why."
+	return msg, detail, advice
+}
+
+// missingKey ends the run before any agent turn: the agent needs the key
+// in Config.MissingKey and cannot have it (auth_required, missing_key).
+func (l *loop) missingKey() {
+	key := l.cfg.MissingKey
+	advice, haltReason := authAdvice(agent.AuthMissingKey, key)
+	l.out.Failure = &Failure{
+		Code: report.ErrAuthRequired, Cause: "auth_required", Reason: agent.AuthMissingKey,
+		Message: fmt.Sprintf("The %s agent needs its model API key in %s, which is not set in goalrun's environment, and the sandbox holds no login of the agent's own; no agent turn was started.",
+			l.cfg.Adapter.Name(), key),
+		Detail:      map[string]any{"iteration": 1, "key_env": key},
+		Suggestions: []string{advice},
+	}
+	l.out.Halt, l.out.HaltReason = report.HaltAuthRequired, haltReason
+	l.halted = true
+}
+
+// authAdvice is the suggestion for an auth_required turn: it names the
+// variable the agent reads its key from (keyEnv; "" when unknown).
+func authAdvice(reason, keyEnv string) (advice, halt string) {
+	key := "the agent's model API key"
+	if keyEnv != "" {
+		key = keyEnv
+	}
+	switch reason {
+	case agent.AuthMissingKey:
+		return fmt.Sprintf("Set %s in the environment goalrun runs in (in GitHub Actions, from a repository secret), then run goalrun again: the agent has no key for its model API.", key),
+			fmt.Sprintf("The agent has no model API key (%s is not set).", key)
+	case agent.AuthExpired:
+		return fmt.Sprintf("Renew the credentials in %s: the model API says they have expired.", key), "The model API says the agent's credentials have expired."
+	}
+	return fmt.Sprintf("Set a valid API key in %s in the environment goalrun runs in, then run goalrun again: the model API refused the one it was given.", key),
+		"The model API refused the agent's credentials."
+}
+
 // turnStep is what the loop measured of one agent step.
 type turnStep struct {
 	duration   time.Duration
@@ -592,6 +666,9 @@ func (l *loop) turnFailure(i int, step turnStep, tr agent.TurnResult) (msg strin
 			tails = append(tails, "stdout_tail")
 			msg += "; its stdout ends with: " + t
 		}
+	}
+	if tr.Cause == agent.CauseEgressRefused {
+		return l.egressFailure(i, msg, detail)
 	}
 	msg = fmt.Sprintf("Agent turn %d failed and the goal is not met: %s", i, msg)
 	advice = "Read the agent's output in the events for the reason it failed."

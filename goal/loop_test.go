@@ -904,3 +904,135 @@ func TestFailedCommandTurnKeepsTheEndOfItsOutput(t *testing.T) {
 		})
 	}
 }
+
+// claudeLines is an adapter named claude (so the loop finds Claude's key
+// variable) whose turn prints fixed Claude stream-json lines.
+type claudeLines struct{ lines string }
+
+func (c claudeLines) Name() string { return "claude" }
+func (c claudeLines) Command(agent.Turn) agent.Invocation {
+	return agent.Invocation{Args: []string{"sh", "-c", "cat <<'EOF'\n" + c.lines + "\nEOF\nexit 1"}}
+}
+func (c claudeLines) NewParser() agent.Parser { return agent.Claude{}.NewParser() }
+
+// withPosture reports a fixed posture (egress denials) over a real sandbox.
+type withPosture struct {
+	sandbox.Sandbox
+	p sandbox.Posture
+}
+
+func (w withPosture) Posture() sandbox.Posture { return w.p }
+
+// TestModelAPIFailureClassification: a refusal from goalrun's own egress
+// proxy ends the run as a network failure whose advice names --allow-host
+// and the egress denials, never auth_required; real auth failures name the
+// agent's key variable, and a missing key says the variable is not set.
+func TestModelAPIFailureClassification(t *testing.T) {
+	const initLine = `{"type":"system","subtype":"init","cwd":"/workspace","session_id":"s-1","model":"claude-x"}`
+	result := func(status int, text string) string {
+		return initLine + "\n" + fmt.Sprintf(`{"type":"result","subtype":"success","is_error":true,"api_error_status":%d,"session_id":"s-1","result":%q,"usage":{}}`, status, text)
+	}
+	posture := sandbox.Posture{Mode: "docker", Network: "egress", EgressAllowlist: []string{"api.anthropic.com:443"}, EgressDenied: 3,
+		EgressDenials: []string{"api.anthropic.com:443 (DNS lookup failed: no such host)"}}
+	cases := []struct {
+		name       string
+		lines      string
+		wantCode   string
+		wantCause  string
+		wantReason string
+		wantMsg    []string
+		wantAdvice []string
+		wantHalt   string
+	}{
+		{"egress DNS refusal is a network failure", result(403, "API Error: 403 goalrun egress: refused api.anthropic.com:443: DNS lookup failed"),
+			report.ErrAgentFailed, agent.CauseEgressRefused, "",
+			[]string{"egress proxy refused or could not reach", "api.anthropic.com:443 (DNS lookup failed: no such host)"},
+			[]string{"--allow-host", "sandbox.egress_denials", "DNS"}, report.HaltAgentError},
+		{"egress unreachable (502) is a network failure", result(502, "API Error: 502 goalrun egress: cannot reach api.anthropic.com:443: DNS lookup failed"),
+			report.ErrAgentFailed, agent.CauseEgressRefused, "", []string{"cannot reach api.anthropic.com:443"},
+			[]string{"--allow-host", "sandbox.egress_denials"}, report.HaltAgentError},
+		{"a real bad key names the variable", result(401, "Invalid API key · Please run /login"),
+			report.ErrAuthRequired, "auth_required", agent.AuthInvalidKey, []string{"Invalid API key"},
+			[]string{"valid API key in ANTHROPIC_API_KEY"}, report.HaltAuthRequired},
+		{"no key names the variable", result(0, "Not logged in · Please run /login"),
+			report.ErrAuthRequired, "auth_required", agent.AuthMissingKey, []string{"Not logged in"},
+			[]string{"Set ANTHROPIC_API_KEY"}, report.HaltAuthRequired},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := workspace(t, nil)
+			out := run(t, context.Background(), goal.Config{
+				Adapter: claudeLines{lines: tc.lines}, Sandbox: withPosture{local(t, dir), posture}, Check: "exit 1",
+				MaxIterations: 3, Events: &recorder{},
+			})
+			f := out.Failure
+			if f == nil {
+				t.Fatalf("no failure; halt %q", out.Halt)
+			}
+			if f.Code != tc.wantCode || f.Cause != tc.wantCause || f.Reason != tc.wantReason || out.Halt != tc.wantHalt {
+				t.Errorf("code %q cause %q reason %q halt %q, want %q %q %q %q", f.Code, f.Cause, f.Reason, out.Halt, tc.wantCode, tc.wantCause, tc.wantReason, tc.wantHalt)
+			}
+			for _, w := range tc.wantMsg {
+				if !strings.Contains(f.Message, w) {
+					t.Errorf("message %q does not contain %q", f.Message, w)
+				}
+			}
+			advice := strings.Join(f.Suggestions, " ")
+			for _, w := range tc.wantAdvice {
+				if !strings.Contains(advice, w) {
+					t.Errorf("advice %q does not name %q", advice, w)
+				}
+			}
+		})
+	}
+}
+
+// TestMissingKeyEndsBeforeAnyTurn: with Config.MissingKey set, a failing
+// first check ends the run auth_required (missing_key) naming the variable,
+// and the agent never starts; a passing first check needs no key.
+func TestMissingKeyEndsBeforeAnyTurn(t *testing.T) {
+	cases := []struct {
+		name       string
+		check      string
+		missingKey string
+		wantPassed bool
+		wantReason string
+		wantTurns  int
+	}{
+		{"failing check, no key", "exit 1", "OPENAI_API_KEY", false, agent.AuthMissingKey, 0},
+		{"passing check needs no key", "true", "OPENAI_API_KEY", true, "", 0},
+		{"key present runs the agent", "test -e agent-ran", "", true, "", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := workspace(t, nil)
+			ev := &recorder{}
+			out := run(t, context.Background(), goal.Config{
+				Adapter: agent.Command{Bin: "touch agent-ran"}, Sandbox: local(t, dir), Check: tc.check,
+				MaxIterations: 2, Events: ev, MissingKey: tc.missingKey,
+			})
+			if out.Passed != tc.wantPassed || out.AgentTurns != tc.wantTurns || exists(dir, "agent-ran") != (tc.wantTurns > 0) {
+				t.Errorf("passed %v turns %d agent ran %v, want %v %d", out.Passed, out.AgentTurns, exists(dir, "agent-ran"), tc.wantPassed, tc.wantTurns)
+			}
+			if n := len(ev.ofType(report.EventAgentStarted)); n != tc.wantTurns {
+				t.Errorf("%d agent_started events, want %d", n, tc.wantTurns)
+			}
+			if tc.wantReason == "" {
+				if out.Failure != nil {
+					t.Errorf("failure %+v", out.Failure)
+				}
+				return
+			}
+			f := out.Failure
+			if f == nil || f.Code != report.ErrAuthRequired || f.Reason != tc.wantReason || out.Halt != report.HaltAuthRequired {
+				t.Fatalf("failure %+v halt %q, want AuthRequired %s", f, out.Halt, tc.wantReason)
+			}
+			if !strings.Contains(f.Message, tc.missingKey) || len(f.Suggestions) != 1 || !strings.Contains(f.Suggestions[0], "Set "+tc.missingKey) {
+				t.Errorf("message %q suggestions %q do not name %s", f.Message, f.Suggestions, tc.missingKey)
+			}
+			if f.Detail["key_env"] != tc.missingKey {
+				t.Errorf("failure fields %v, want key_env %s", f.Detail, tc.missingKey)
+			}
+		})
+	}
+}

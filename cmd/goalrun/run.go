@@ -308,6 +308,7 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	em.Emit(report.EventSandboxReady, report.PhaseSandbox, "sandbox ready: "+posture.Mode, ready)
 
 	lc.Sandbox = sb
+	lc.MissingKey = missingKey(cfg, posture)
 	if a, ok := sb.(agentPlacer); ok { // where the agent is inside a container
 		lc.AgentBin, lc.BaseURL = a.agentBin(lc.AgentBin), a.baseURL()
 	}
@@ -319,6 +320,19 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	doc := report.Finish(out.ReportRun(&final, cfg.allowTestEdits), em)
 	writeOutput(cfg, doc, eng.warn)
 	return doc, exitCodeFor(doc)
+}
+
+// missingKey names the agent's key variable when the agent cannot have a
+// key: the variable is unset (no upstream was configured with it) and the
+// sandbox is a Docker container, whose HOME starts empty, so no login of
+// the agent CLI's own is inside either. "" otherwise: the command agent
+// needs no key, and on the local host the CLI may use its own login.
+func missingKey(cfg runConfig, p sandbox.Posture) string {
+	k := cfg.spec.API.KeyEnv
+	if k == "" || cfg.agent == agent.CommandName || len(cfg.upstreams) > 0 || p.Mode != "docker" {
+		return ""
+	}
+	return k
 }
 
 // writeOutput writes the document to --output, if set. A failure to write

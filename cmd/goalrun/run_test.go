@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 )
@@ -133,6 +134,35 @@ func TestStartupErrorsFromTheSandboxFactoryKeepTheirCode(t *testing.T) {
 			}
 			if err := report.ValidateJSON(report.Encode(doc)); err != nil {
 				t.Errorf("document invalid: %v", err)
+			}
+		})
+	}
+}
+
+// TestMissingKey: the key is judged missing only where the agent cannot
+// have one: a model-backed agent, its variable unset, in a Docker sandbox.
+func TestMissingKey(t *testing.T) {
+	docker, local := sandbox.Posture{Mode: "docker"}, sandbox.Posture{Mode: "local"}
+	withKey := []sandbox.Upstream{agent.ClaudeSpec.API.Upstream("sk-ant-x")}
+	cases := []struct {
+		name    string
+		agent   string
+		spec    agent.Spec
+		ups     []sandbox.Upstream
+		posture sandbox.Posture
+		want    string
+	}{
+		{"claude, docker, no key", "claude", agent.ClaudeSpec, nil, docker, "ANTHROPIC_API_KEY"},
+		{"codex, docker, no key", "codex", agent.CodexSpec, nil, docker, "OPENAI_API_KEY"},
+		{"claude, docker, key set", "claude", agent.ClaudeSpec, withKey, docker, ""},
+		{"claude, local host may be logged in", "claude", agent.ClaudeSpec, nil, local, ""},
+		{"command agent needs no key", agent.CommandName, agent.Spec{Name: agent.CommandName}, nil, docker, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := runConfig{settings: settings{agent: tc.agent}, spec: tc.spec, upstreams: tc.ups}
+			if got := missingKey(cfg, tc.posture); got != tc.want {
+				t.Errorf("missingKey = %q, want %q", got, tc.want)
 			}
 		})
 	}

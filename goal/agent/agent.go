@@ -237,6 +237,11 @@ const (
 	CauseAuthRequired = "auth_required"
 	// CauseExitStatus: a plain command exited non-zero (command adapter).
 	CauseExitStatus = "exit_status"
+	// CauseEgressRefused: the refusal came from goalrun's own egress proxy
+	// (its answers start with "goalrun egress:"), not from the model API:
+	// the model API's host was not on the allowlist, could not be resolved
+	// or could not be reached. Never auth_required: the key was not judged.
+	CauseEgressRefused = "egress_refused"
 )
 
 // Reasons for StatusAuthRequired in TurnResult.AuthReason; they are the

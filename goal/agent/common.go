@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/goalrun/goalrun/sandbox/egress"
 )
 
 // MaxPendingCalls bounds the tool calls a parser keeps waiting for their
@@ -140,7 +142,7 @@ func (s *turnState) retry(r Retry, emit func(Event)) {
 	if r.Message != "" {
 		s.lastError += " (" + r.Message + ")"
 	}
-	if !isAuthStatus(r.Status) {
+	if !isAuthStatus(r.Status) || egressRefusal(r.Message) {
 		s.authRun = 0
 		return
 	}
@@ -161,12 +163,21 @@ func (s *turnState) stopAuth(reason, msg string, emit func(Event)) {
 	s.markAuth(reason, msg)
 	if !s.authStop {
 		s.authStop = true
-		emit(Event{Kind: KindError, Error: &Error{Message: msg, Fatal: true, Auth: true}, Stop: true})
+		emit(Event{Kind: KindError, Error: &Error{Message: msg, Fatal: true, Auth: s.res.Status == StatusAuthRequired}, Stop: true})
 	}
 }
 
-// markAuth records an auth failure as the turn's outcome.
+// markAuth records an auth failure as the turn's outcome. A refusal that
+// goalrun's own egress proxy wrote (egressRefusal) is not one: the model API
+// never saw the key, so the turn fails with CauseEgressRefused instead.
 func (s *turnState) markAuth(reason, msg string) {
+	if egressRefusal(msg) {
+		s.res.Status = StatusFailed
+		s.res.Cause = CauseEgressRefused
+		s.res.AuthReason = ""
+		s.res.Message = msg
+		return
+	}
 	s.res.Status = StatusAuthRequired
 	s.res.Cause = CauseAuthRequired
 	s.res.AuthReason = reason
@@ -174,7 +185,8 @@ func (s *turnState) markAuth(reason, msg string) {
 }
 
 // finish fills the status of a turn whose parser saw no terminal event and
-// fails the calls still waiting. It is the common tail of every End.
+// fails the calls still waiting; a failure whose message quotes goalrun's
+// egress proxy gets CauseEgressRefused. It is the common tail of every End.
 func (s *turnState) finish(emit func(Event)) TurnResult {
 	s.failWaiting(emit)
 	switch {
@@ -191,6 +203,11 @@ func (s *turnState) finish(emit func(Event)) TurnResult {
 	case s.res.Status == "":
 		s.res.Status = StatusSuccess
 	}
+	if s.res.Status == StatusFailed && s.res.Cause != CauseMaxTurns && egressRefusal(s.res.Message) {
+		// The CLI quotes goalrun's egress proxy (a 403 refusal or a 502
+		// "cannot reach"): a network cause, whatever the CLI called it.
+		s.res.Cause = CauseEgressRefused
+	}
 	return s.res
 }
 
@@ -205,10 +222,20 @@ func (s *turnState) skipped(oversize bool) {
 
 func isAuthStatus(code int) bool { return code == 401 || code == 403 }
 
+// egressMark is how every answer of goalrun's egress proxy begins
+// (egress.BodyPrefix without its space); a CLI quotes it in its error
+// message ("API Error: 403 goalrun egress: refused api.anthropic.com:443: …").
+var egressMark = strings.TrimSpace(egress.BodyPrefix)
+
+// egressRefusal reports whether a CLI's error message quotes goalrun's own
+// egress proxy: the request never reached the model API, so a 401/403 in
+// it says nothing about the key.
+func egressRefusal(msg string) bool { return strings.Contains(msg, egressMark) }
+
 var (
 	authStatusRe = regexp.MustCompile(`\b(401|403)\b`)
 	authWordsRe  = regexp.MustCompile(`(?i)unauthori[sz]ed|forbidden|invalid[ _-]?(x-)?api[ _-]?key|incorrect api key|api key not valid|authentication[ _]?(error|failed)|invalid bearer token|permission_error|oauth token (has )?expired|missing (environment variable|api key)|no api key|not logged in|please run /login`)
-	missingKeyRe = regexp.MustCompile(`(?i)missing (environment variable|api key)|no api key|api key (is )?(not set|required)|not logged in|could not resolve authentication`)
+	missingKeyRe = regexp.MustCompile(`(?i)missing (environment variable|api key)|no api key|api key (is )?(not set|required)|not logged in|could not resolve authentication|missing bearer|missing authentication|no auth(entication)? credentials`)
 	expiredRe    = regexp.MustCompile(`(?i)expired`)
 )
 
@@ -216,7 +243,7 @@ var (
 // refused the credentials (HTTP 401/403 or the words providers use for it),
 // and which reason it is.
 func authFailure(msg string) (reason string, ok bool) {
-	if msg == "" {
+	if msg == "" || egressRefusal(msg) {
 		return "", false
 	}
 	if !authStatusRe.MatchString(msg) && !authWordsRe.MatchString(msg) {

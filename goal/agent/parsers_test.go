@@ -624,3 +624,79 @@ func FuzzParsers(f *testing.F) {
 		}
 	})
 }
+
+// TestEgressRefusalIsNotAnAuthFailure: a 401/403 that goalrun's own egress
+// proxy wrote ("goalrun egress: …") never reached the model API, so it says
+// nothing about the key: the turn fails with CauseEgressRefused, never
+// auth_required/invalid_key. Real auth failures and missing keys keep their
+// reasons.
+func TestEgressRefusalIsNotAnAuthFailure(t *testing.T) {
+	const codexThread = `{"type":"thread.started","thread_id":"t-1"}`
+	cases := []struct {
+		name       string
+		agent      string
+		stdout     string
+		exit       int
+		wantStatus string
+		wantCause  string
+		wantReason string
+	}{
+		{"claude: 403 from the proxy (DNS refused)", "claude",
+			lines(claudeInit, `{"type":"result","subtype":"success","is_error":true,"api_error_status":403,"session_id":"s-1","result":"API Error: 403 goalrun egress: refused api.anthropic.com:443: DNS lookup failed: no such host","usage":{}}`),
+			1, StatusFailed, CauseEgressRefused, ""},
+		{"claude: 502 from the proxy", "claude",
+			lines(claudeInit, `{"type":"result","subtype":"success","is_error":true,"api_error_status":502,"session_id":"s-1","result":"API Error: 502 goalrun egress: cannot reach api.anthropic.com:443: DNS lookup failed: no such host","usage":{}}`),
+			1, StatusFailed, CauseEgressRefused, ""},
+		{"claude: 403 from the proxy's path allowlist", "claude",
+			lines(claudeInit, `{"type":"result","subtype":"success","is_error":true,"api_error_status":403,"session_id":"s-1","result":"API Error: 403 goalrun egress: refused api.anthropic.com:443/v1/files: path not on the API's path allowlist","usage":{}}`),
+			1, StatusFailed, CauseEgressRefused, ""},
+		{"claude: a real 401 stays invalid_key", "claude",
+			lines(claudeInit, `{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"session_id":"s-1","result":"Invalid API key · Please run /login","usage":{}}`),
+			1, StatusAuthRequired, CauseAuthRequired, AuthInvalidKey},
+		{"claude: not logged in is missing_key", "claude",
+			lines(claudeInit, `{"type":"result","subtype":"success","is_error":true,"session_id":"s-1","result":"Not logged in · Please run /login","usage":{}}`),
+			1, StatusAuthRequired, CauseAuthRequired, AuthMissingKey},
+		{"codex: 403 from the proxy", "codex",
+			lines(codexThread, `{"type":"turn.started"}`, `{"type":"turn.failed","error":{"message":"unexpected status 403 Forbidden: goalrun egress: refused api.openai.com:443: not on the allowlist"}}`),
+			1, StatusFailed, CauseEgressRefused, ""},
+		{"codex: a real 401 stays invalid_key", "codex",
+			lines(codexThread, `{"type":"turn.started"}`, `{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: Incorrect API key provided"}}`),
+			1, StatusAuthRequired, CauseAuthRequired, AuthInvalidKey},
+		{"codex: no bearer is missing_key", "codex",
+			lines(codexThread, `{"type":"turn.started"}`, `{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: Missing bearer or basic authentication in header"}}`),
+			1, StatusAuthRequired, CauseAuthRequired, AuthMissingKey},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := feed(t, tc.agent, tc.stdout, tc.exit)
+			if f.res.Status != tc.wantStatus || f.res.Cause != tc.wantCause || f.res.AuthReason != tc.wantReason {
+				t.Errorf("status %q cause %q reason %q (message %q), want %q %q %q",
+					f.res.Status, f.res.Cause, f.res.AuthReason, f.res.Message, tc.wantStatus, tc.wantCause, tc.wantReason)
+			}
+		})
+	}
+}
+
+// TestEgressRefusalRetriesDoNotStopAsAuth: consecutive 403 retries quoting
+// goalrun's egress proxy do not end the turn as auth_required.
+func TestEgressRefusalRetriesDoNotStopAsAuth(t *testing.T) {
+	st := newTurnState()
+	var stops int
+	emit := func(ev Event) {
+		if ev.Stop {
+			stops++
+		}
+	}
+	for i := 1; i <= 2*AuthRetryLimit; i++ {
+		st.retry(Retry{Attempt: i, Status: 403, Message: "goalrun egress: refused api.anthropic.com:443: not on the allowlist"}, emit)
+	}
+	if st.res.Status == StatusAuthRequired || stops != 0 {
+		t.Errorf("status %q stops %d, want no auth_required and no stop", st.res.Status, stops)
+	}
+	for i := 1; i <= AuthRetryLimit; i++ {
+		st.retry(Retry{Attempt: i, Status: 401, Message: "authentication_error"}, emit)
+	}
+	if st.res.Status != StatusAuthRequired || stops != 1 {
+		t.Errorf("status %q stops %d, want auth_required after %d real 401s", st.res.Status, stops, AuthRetryLimit)
+	}
+}
