@@ -484,6 +484,72 @@ func TestOutputAndEventsFiles(t *testing.T) {
 	}
 }
 
+// TestResultFilesAreNotFollowed: --output and --events never write
+// through a symbolic link (the attack: an agent plants one at the path,
+// pointing at a host file such as ~/.bashrc), nor block on a FIFO.
+func TestResultFilesAreNotFollowed(t *testing.T) {
+	hostFile := func(t *testing.T) string {
+		p := filepath.Join(t.TempDir(), "bashrc")
+		if err := os.WriteFile(p, []byte("host file\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	untouched := func(t *testing.T, p string) {
+		if b, err := os.ReadFile(p); err != nil || string(b) != "host file\n" {
+			t.Errorf("the host file was written: %q (%v)", b, err)
+		}
+	}
+	t.Run("output replaced by a symlink during the run", func(t *testing.T) {
+		ws, target := t.TempDir(), hostFile(t)
+		r := goalrun(t, ws, nil, "run", "--sandbox", "local", "--agent", "command",
+			"--agent-bin", "ln -sf "+target+" doc.json && touch ok", "--until", "test -e ok", "--output", "doc.json")
+		untouched(t, target)
+		if r.code != 0 || !bytes.Contains(r.stderr, []byte("replaced during the run")) || bytes.Contains(r.stdout, []byte("document:")) {
+			t.Errorf("exit %d; want 0, a warning and no document line\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	for _, name := range []string{"--output", "--events"} {
+		t.Run(name+" that is a symlink", func(t *testing.T) {
+			ws, target := t.TempDir(), hostFile(t)
+			if err := os.Symlink(target, filepath.Join(ws, "planted")); err != nil {
+				t.Fatal(err)
+			}
+			r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
+				"--until", "true", name, "planted")
+			untouched(t, target)
+			d := r.doc(t)
+			if r.code != 2 || d["error"] != "BadInput" || !strings.Contains(d["message"].(string), "symbolic link") {
+				t.Errorf("exit %d error %v message %v, want 2, BadInput, naming the link", r.code, d["error"], d["message"])
+			}
+		})
+	}
+	t.Run("output that is a FIFO", func(t *testing.T) {
+		ws := t.TempDir()
+		if err := syscall.Mkfifo(filepath.Join(ws, "pipe"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
+			"--until", "true", "--output", "pipe")
+		// Opening a FIFO without a reader fails at once (ENXIO, not a
+		// hang); one with a reader is refused as a named pipe.
+		msg := ""
+		if d := r.doc(t); d["message"] != nil {
+			msg = d["message"].(string)
+		}
+		if r.code != 2 || !strings.HasPrefix(msg, "--output") || !(strings.Contains(msg, "named pipe") || strings.Contains(msg, "no such device")) {
+			t.Errorf("exit %d message %q, want 2 refusing the pipe", r.code, msg)
+		}
+	})
+	t.Run("output /dev/null", func(t *testing.T) {
+		r := goalrun(t, t.TempDir(), nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
+			"--until", "true", "--output", "/dev/null")
+		if r.doc(t); r.code != 0 {
+			t.Errorf("exit %d\n%s", r.code, r.stderr)
+		}
+	})
+}
+
 func TestHumanMode(t *testing.T) {
 	ws := t.TempDir()
 	r := goalrun(t, ws, nil, "run", "--sandbox", "local", "--agent", "command", "--agent-bin", "touch ok; echo all fixed",

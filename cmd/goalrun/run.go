@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/goalrun/goalrun/goal"
@@ -224,7 +225,7 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 		}
 	}()
 	if cfg.events != "" {
-		f, err := os.Create(cfg.events)
+		f, err := openResultFile(cfg.events)
 		if err != nil {
 			e := report.NewEmitter(report.Tee(sinks...), red, eng.now)
 			doc := report.FailStartup(e, report.ErrBadInput, fmt.Sprintf("--events %s: %v", cfg.events, err))
@@ -234,17 +235,22 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 		sinks = append(sinks, report.NewJSONLSink(f))
 	}
 	em := report.NewEmitter(report.Tee(sinks...), red, eng.now)
+	// --output is opened now, before the agent runs, and written through
+	// this descriptor at the end: whatever the agent plants at that path
+	// meanwhile (a symlink to a host file) is never followed.
+	var output *os.File
 	fail := func(se *startupError) (report.Document, int) {
 		doc := report.FailStartup(em, se.code, se.message, se.suggestions...)
-		writeOutput(cfg, doc, eng.warn)
+		writeOutput(output, cfg.output, doc, eng.warn)
 		return doc, exitCodeFor(doc)
 	}
 	if cfg.output != "" { // fail before the run, not after it
-		f, err := os.OpenFile(cfg.output, os.O_CREATE|os.O_WRONLY, 0o644)
+		f, err := openResultFile(cfg.output)
 		if err != nil {
 			return fail(badInput("--output %s: %v", cfg.output, err))
 		}
-		f.Close()
+		closers = append(closers, f)
+		output = f
 	}
 
 	adapter, err := eng.adapter(cfg)
@@ -318,7 +324,7 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	}
 	final := sb.Posture() // counters (egress denials) are final now
 	doc := report.Finish(out.ReportRun(&final, cfg.allowTestEdits), em)
-	writeOutput(cfg, doc, eng.warn)
+	writeOutput(output, cfg.output, doc, eng.warn)
 	return doc, exitCodeFor(doc)
 }
 
@@ -335,16 +341,82 @@ func missingKey(cfg runConfig, p sandbox.Posture) string {
 	return k
 }
 
-// writeOutput writes the document to --output, if set. A failure to write
-// it never changes the run's verdict; it is reported on warn.
-func writeOutput(cfg runConfig, doc report.Document, warn io.Writer) {
-	if cfg.output == "" {
+// writeOutput writes the document to f, the --output file opened by
+// openResultFile (nothing when f is nil), replacing what it held. A failure
+// to write it never changes the run's verdict; it is reported on warn,
+// naming path.
+func writeOutput(f *os.File, path string, doc report.Document, warn io.Writer) {
+	if f == nil {
 		return
 	}
 	b := append(report.Encode(doc), '\n')
-	if err := os.WriteFile(cfg.output, b, 0o644); err != nil && warn != nil {
-		fmt.Fprintf(warn, "goalrun: writing --output %s: %v\n", cfg.output, err)
+	err := f.Truncate(0)
+	if err == nil {
+		_, err = f.WriteAt(b, 0)
 	}
+	if err == nil && !stillAt(f, path) {
+		err = errors.New("the path was replaced during the run (by the agent?); the document was not written through it")
+	}
+	if err != nil && warn != nil {
+		fmt.Fprintf(warn, "goalrun: writing --output %s: %v\n", path, err)
+	}
+}
+
+// stillAt reports whether path (not followed) still names the file f.
+func stillAt(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Lstat(path)
+	return err == nil && os.SameFile(a, b)
+}
+
+// openResultFile opens --output or --events for writing, created 0644 and
+// emptied, refusing a symbolic link as the last path element (an agent
+// that had the workspace in an earlier run may have planted one pointing
+// at a host file) and anything that is not a regular file or a character
+// device (such as a FIFO that would block). Errors name the reason.
+func openResultFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("it is a symbolic link; goalrun does not write through links (one in a workspace may have been planted by an agent), name the file itself")
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return nil, err
+		}
+	case m&os.ModeCharDevice != 0: // /dev/null, a terminal
+	default:
+		f.Close()
+		return nil, fmt.Errorf("it is a %s, not a regular file", fileKind(m))
+	}
+	return f, nil
+}
+
+// fileKind names a non-regular file mode for errors.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeDevice != 0:
+		return "block device"
+	}
+	return "special file"
 }
 
 // sandboxConfig is the sandbox's configuration for a run: the agent's
