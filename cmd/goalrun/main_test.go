@@ -550,6 +550,34 @@ func TestResultFilesAreNotFollowed(t *testing.T) {
 	})
 }
 
+func TestTerminalText(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"plain text and tabs kept", "fixed Add\n\tand Mean", "fixed Add\n\tand Mean"},
+		{"ANSI clear screen", "\x1b[2Jdone", "\uFFFD[2Jdone"},
+		{"OSC window title", "\x1b]0;pwned\x07ok", "\uFFFD]0;pwned\uFFFDok"},
+		{"C1 CSI", "a\u009b31mb", "a\uFFFD31mb"},
+		{"carriage return overwrite", "all tests pass\rFAIL", "all tests pass\uFFFDFAIL"},
+		{"workflow command", "done\n::add-mask::x\n", "done\n:\u200b:add-mask::x\n"},
+		{"indented workflow command", "  ::stop-commands::tok", "  :\u200b:stop-commands::tok"},
+		{"old form", "##[set-output name=a]b", "#\u200b#[set-output name=a]b"},
+		{"colons inside a line kept", "see a::b", "see a::b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := terminalText(tc.in); got != tc.want {
+				t.Errorf("terminalText(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHumanModeNeutralisesAgentText(t *testing.T) {
+	r := goalrun(t, t.TempDir(), nil, "run", "--sandbox", "local", "--agent", "command",
+		"--agent-bin", `touch ok; printf '\033[2J\n::add-mask::hidden\n'`, "--until", "test -e ok")
+	if r.code != 0 || bytes.Contains(r.stdout, []byte("\x1b")) || bytes.Contains(r.stdout, []byte("\n::add-mask::")) {
+		t.Errorf("exit %d; stdout carries the agent's escapes or workflow command:\n%q", r.code, r.stdout)
+	}
+}
+
 func TestHumanMode(t *testing.T) {
 	ws := t.TempDir()
 	r := goalrun(t, ws, nil, "run", "--sandbox", "local", "--agent", "command", "--agent-bin", "touch ok; echo all fixed",

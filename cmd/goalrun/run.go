@@ -109,22 +109,50 @@ func writeDocument(w io.Writer, doc report.Document) {
 // writeShortResult is the human result on stdout: the headline, then the
 // summary or the failure's message, then where the document went.
 func writeShortResult(w io.Writer, doc report.Document, cfg runConfig) {
-	fmt.Fprintf(w, "goalrun: %s\n", report.Headline(doc))
+	fmt.Fprintf(w, "goalrun: %s\n", terminalText(report.Headline(doc)))
 	switch {
 	case doc.Summary != nil && strings.TrimSpace(*doc.Summary) != "":
-		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(*doc.Summary))
+		fmt.Fprintf(w, "\n%s\n", terminalText(strings.TrimSpace(*doc.Summary)))
 	case doc.Message != "":
-		fmt.Fprintf(w, "\n%s\n", doc.Message)
+		fmt.Fprintf(w, "\n%s\n", terminalText(doc.Message))
 		for _, s := range doc.Suggestions {
-			fmt.Fprintf(w, "  %s\n", s)
+			fmt.Fprintf(w, "  %s\n", terminalText(s))
 		}
 	}
 	if doc.Goal != nil && doc.Goal.HaltReason != "" {
-		fmt.Fprintf(w, "\n%s\n", doc.Goal.HaltReason)
+		fmt.Fprintf(w, "\n%s\n", terminalText(doc.Goal.HaltReason))
 	}
 	if cfg.output != "" && outputHolds(cfg.output, doc) {
 		fmt.Fprintf(w, "\ndocument: %s\n", cfg.output)
 	}
+}
+
+// terminalText makes text the agent may have written safe to print on a
+// terminal or in a CI log: control characters other than newline and tab
+// (ANSI/OSC escape sequences start with ESC; C1 controls included) become
+// U+FFFD, and a line that would read as a GitHub Actions workflow command
+// ("::add-mask::…", "::stop-commands::…", the older "##[…]" form; leading
+// blanks ignored) gets a zero-width space after its first character, so a
+// `goalrun run` step in a workflow never obeys the agent.
+func terminalText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return r
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		t := strings.TrimLeft(l, " \t")
+		if strings.HasPrefix(t, "::") || strings.HasPrefix(t, "##[") {
+			lead := len(l) - len(t)
+			lines[i] = l[:lead+1] + "\u200b" + l[lead+1:]
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // outputHolds reports whether the file at path holds exactly doc as
