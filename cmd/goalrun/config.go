@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -459,6 +460,12 @@ var secretEnv = []string{
 	"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
 	"OPENAI_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
 	"GITHUB_TOKEN", "GH_TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+	// Credentials commonly present on developer machines and CI runners: never
+	// passed into a sandbox (its environment is an allowlist), but redacted
+	// should an agent on the local host print one it read from elsewhere.
+	"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS_JSON",
+	"GITLAB_TOKEN", "NPM_TOKEN", "NODE_AUTH_TOKEN", "PYPI_TOKEN", "TWINE_PASSWORD", "HF_TOKEN",
+	"DOCKER_PASSWORD", "CODECOV_TOKEN", "SLACK_BOT_TOKEN", "OPENROUTER_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY",
 }
 
 // parseRunArgs parses `goalrun run` arguments and the YAML config file into
@@ -641,8 +648,8 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 	if cfg.stepTimeout <= 0 {
 		return badInput("%s %s: must be positive", src("step-timeout"), cfg.stepTimeout)
 	}
-	if cfg.maxCostUSD < 0 {
-		return badInput("%s %g: must not be negative", src("max-cost-usd"), cfg.maxCostUSD)
+	if cfg.maxCostUSD < 0 || math.IsNaN(cfg.maxCostUSD) || math.IsInf(cfg.maxCostUSD, 0) {
+		return badInput("%s %g: must be a finite amount of US dollars, not negative (0: no limit)", src("max-cost-usd"), cfg.maxCostUSD)
 	}
 	if cfg.maxTokens < 0 {
 		return badInput("%s %d: must not be negative", src("max-tokens"), cfg.maxTokens)

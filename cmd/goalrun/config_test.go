@@ -198,6 +198,8 @@ func TestSecretsFromTheEnvironment(t *testing.T) {
 			return "ghp_b", true
 		case "OPENAI_API_KEY":
 			return "", true // set but empty: not a secret
+		case "AWS_SECRET_ACCESS_KEY":
+			return "aws-c", true
 		}
 		return "", false
 	}
@@ -205,10 +207,10 @@ func TestSecretsFromTheEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(c.secrets, map[string]string{"ANTHROPIC_API_KEY": "sk-a", "GITHUB_TOKEN": "ghp_b"}) {
+	if !reflect.DeepEqual(c.secrets, map[string]string{"ANTHROPIC_API_KEY": "sk-a", "GITHUB_TOKEN": "ghp_b", "AWS_SECRET_ACCESS_KEY": "aws-c"}) {
 		t.Errorf("secrets %v", c.secrets)
 	}
-	if got := secretValues(c.secrets); !reflect.DeepEqual(got, []string{"sk-a", "ghp_b"}) {
+	if got := secretValues(c.secrets); !reflect.DeepEqual(got, []string{"sk-a", "aws-c", "ghp_b"}) {
 		t.Errorf("secret values %v", got)
 	}
 }

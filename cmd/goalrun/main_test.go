@@ -366,6 +366,8 @@ func TestStartupErrors(t *testing.T) {
 		{"no goal", "", []string{"--agent", "command", "--agent-bin", "x"}, 2, report.ErrBadInput, []string{"--until"}},
 		{"zero iterations", "", []string{"--until", "true", "--max-iterations", "0"}, 2, report.ErrBadInput, []string{"--max-iterations", "0"}},
 		{"bad duration", "", []string{"--until", "true", "--timeout", "soon"}, 2, report.ErrBadInput, []string{"timeout"}},
+		{"cost NaN", "", []string{"--until", "true", "--max-cost-usd", "NaN"}, 2, report.ErrBadInput, []string{"--max-cost-usd", "finite"}},
+		{"cost infinite", "", []string{"--until", "true", "--max-cost-usd", "+Inf"}, 2, report.ErrBadInput, []string{"--max-cost-usd", "finite"}},
 		{"unknown agent", "", []string{"--until", "true", "--agent", "hal9000"}, 2, report.ErrAgentNotFound, []string{"hal9000", "command"}},
 		{"command without bin", "", []string{"--until", "true", "--agent", "command"}, 2, report.ErrBadInput, []string{"--agent-bin"}},
 		{"bad sandbox", "", []string{"--until", "true", "--sandbox", "podman"}, 2, report.ErrBadInput, []string{"--sandbox", "podman"}},
