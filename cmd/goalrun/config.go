@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -254,12 +255,22 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	}
 	lf := &loadedFile{path: path, lines: map[string]int{}}
 
+	if !utf8.Valid(data) {
+		return nil, badInput("config file %s is not UTF-8 text (byte %d); save it as UTF-8", path, invalidUTF8At(data))
+	}
 	// First pass: the node tree, for syntax errors and each key's line.
 	var root yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil {
+	nodes := yaml.NewDecoder(bytes.NewReader(data))
+	if err := nodes.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) { // empty file: no settings
 			return lf, nil
 		}
+		return nil, yamlError(path, err)
+	}
+	var second yaml.Node
+	if err := nodes.Decode(&second); err == nil && !emptyDocument(&second) {
+		return nil, badInput("config file %s line %d: a second YAML document (after ---); goalrun reads one, put every setting in it", path, second.Line)
+	} else if err != nil && !errors.Is(err, io.EOF) {
 		return nil, yamlError(path, err)
 	}
 	doc := &root
@@ -621,6 +632,11 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 		}
 		cfg.task = string(b)
 	}
+	// A task is passed to agents as a command-line argument and in the
+	// environment, where a NUL byte cannot go.
+	if i := strings.IndexByte(cfg.task, 0); i >= 0 {
+		return badInput("the task has a NUL byte at byte %d (a binary file as --prompt-file?); agents take text", i)
+	}
 
 	// The agent.
 	if !contains(agent.Names(), cfg.agent) {
@@ -734,6 +750,28 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 		}
 	}
 	return nil
+}
+
+// emptyDocument reports whether n is a YAML document with nothing in it (a
+// lone "---" at the end of a file).
+func emptyDocument(n *yaml.Node) bool {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
+}
+
+// invalidUTF8At is the offset of the first byte of b that is not valid
+// UTF-8 (len(b) when there is none).
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 func networkNames() []string {

@@ -153,6 +153,9 @@ func TestConfigFile(t *testing.T) {
 		{name: "duplicate key", yaml: "until: x\nuntil: y\n", wantErr: []string{"line 2", `"until"`, "twice"}},
 		{name: "wrong type", yaml: "until: x\njson: maybe\n", wantErr: []string{"line 2", "maybe"}},
 		{name: "value error names file and line", yaml: "until: x\nmax-iterations: -1\n", wantErr: []string{`"max-iterations" in`, ".goalrun.yml line 2", "-1"}},
+		{name: "a second document", yaml: "until: x\n---\nsandbox: local\n", wantErr: []string{".goalrun.yml line 2", "second YAML document"}},
+		{name: "not UTF-8", yaml: "until: x\nprompt: caf\xe9\n", wantErr: []string{".goalrun.yml", "not UTF-8", "byte 20"}},
+		{name: "a second document start only", yaml: "until: x\n---\n", check: func(t *testing.T, c runConfig) {}, args: []string{"--until", "x"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

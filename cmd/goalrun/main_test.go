@@ -384,6 +384,7 @@ func TestStartupErrors(t *testing.T) {
 		{"yaml bad duration", "until: x\ntimeout: 5 minutes\n", nil, 2, report.ErrBadInput, []string{".goalrun.yml", "line 2", "timeout", "30m"}},
 		{"yaml not a mapping", "- until\n", nil, 2, report.ErrBadInput, []string{".goalrun.yml", "mapping"}},
 		{"yaml bad value names file and line", "until: x\nsandbox: lxc\n", nil, 2, report.ErrBadInput, []string{`"sandbox"`, ".goalrun.yml line 2", "lxc"}},
+		{"task with a NUL byte", "until: x\nprompt: \"fix\\0it\"\n", nil, 2, report.ErrBadInput, []string{"NUL byte at byte 3"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
