@@ -20,7 +20,6 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
-	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/errdefs"
 
 	"github.com/goalrun/goalrun/sandbox/egress"
@@ -415,10 +414,9 @@ func (d *Docker) start(ctx context.Context) error {
 	}
 	if d.wsMode == WorkspaceCopy {
 		name := "goalrun-" + cfg.RunID + "-ws"
-		if _, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: d.labels("workspace")}); err != nil {
+		if err := d.createVolume(ctx, name, "workspace"); err != nil {
 			return fmt.Errorf("sandbox: docker: creating the workspace volume %s: %w", name, err)
 		}
-		d.track(func(c *createdSet) { c.volumes = append(c.volumes, name) })
 		d.wsVolume = name
 	}
 	for k := range cfg.ToolEnv {
@@ -553,10 +551,9 @@ func (d *Docker) setupNetwork(ctx context.Context) error {
 		// A per-run bridge network keeps the sandbox away from other
 		// containers on Docker's default bridge.
 		name := "goalrun-" + d.cfg.RunID
-		if _, err := d.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: d.labels("network")}); err != nil {
+		if err := d.createNetwork(ctx, name); err != nil {
 			return fmt.Errorf("sandbox: docker: creating the bridge network %s: %w", name, err)
 		}
-		d.track(func(c *createdSet) { c.networks = append(c.networks, name) })
 		d.netName = name
 		d.netMode = container.NetworkMode(name)
 	case NetworkEgress:
@@ -717,10 +714,9 @@ func (d *Docker) createAgent(ctx context.Context) error {
 			// or the Engine is remote): copy it into a root-owned volume
 			// before the container starts.
 			relayVolume = "goalrun-" + d.cfg.RunID + "-relay"
-			if _, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: relayVolume, Labels: d.labels("relay")}); err != nil {
+			if err := d.createVolume(ctx, relayVolume, "relay"); err != nil {
 				return fmt.Errorf("sandbox: docker: creating the relay volume: %w", err)
 			}
-			d.track(func(c *createdSet) { c.volumes = append(c.volumes, relayVolume) })
 			mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: relayVolume, Target: relayDir})
 		}
 		d.relayCmd = []string{relayPath, "__relay"}
@@ -763,15 +759,16 @@ func (d *Docker) createAgent(ctx context.Context) error {
 	}
 	hc := d.hostConfig(d.netMode, mounts)
 	name := "goalrun-" + d.cfg.RunID + "-agent"
-	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	id, err := d.createContainer(ctx, cfg, hc, name, func(ref string) {
+		d.track(func(c *createdSet) { c.containers = append(c.containers, ref) })
+	})
 	if err != nil {
 		if chowned != nil {
 			<-chowned
 		}
 		return fmt.Errorf("sandbox: docker: creating the agent container from %s: %w", d.image, err)
 	}
-	d.agentID = resp.ID
-	d.track(func(c *createdSet) { c.containers = append(c.containers, resp.ID) })
+	d.agentID = id
 
 	if relayVolume != "" {
 		if err := d.copyRelayIn(ctx); err != nil {

@@ -99,7 +99,7 @@ func (d *Docker) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 		d.steps.Done()
 	}()
 	if cmd.Role == RoleCheck {
-		return d.runCheck(ctx, cmd, dir)
+		return d.runCheck(ctx, cmd, dir, seq)
 	}
 	return d.execAgent(ctx, cmd, dir, seq)
 }
@@ -437,7 +437,7 @@ func (d *Docker) ensureAgent(ctx context.Context) error {
 }
 
 // runCheck runs a check step in a fresh container.
-func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string) (Result, error) {
+func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string, seq int) (Result, error) {
 	if d.wsMode == WorkspaceBind && dir != d.root {
 		// The Engine creates a missing working directory; refuse instead,
 		// as an exec would.
@@ -466,15 +466,25 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string) (Result, err
 		OpenStdin:    cmd.Stdin != nil,
 		StdinOnce:    cmd.Stdin != nil,
 	}
-	resp, err := d.cli.ContainerCreate(ctx, cfg, d.hostConfig(network.NetworkNone, mounts), nil, nil, "")
+	// Every reference createContainer records is removed when the step
+	// ends, on every path (a cancellation during the create included), and
+	// by Close when that removal did not happen.
+	var refs []string
+	defer func() {
+		for _, ref := range refs {
+			d.removeCheck(ctx, ref)
+		}
+	}()
+	name := fmt.Sprintf("goalrun-%s-check-%d", d.cfg.RunID, seq)
+	id, err := d.createContainer(ctx, cfg, d.hostConfig(network.NetworkNone, mounts), name, func(ref string) {
+		refs = append(refs, ref)
+		d.mu.Lock()
+		d.checks[ref] = struct{}{}
+		d.mu.Unlock()
+	})
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: docker: creating the check container from %s: %w", d.image, err)
 	}
-	id := resp.ID
-	d.mu.Lock()
-	d.checks[id] = struct{}{}
-	d.mu.Unlock()
-	defer d.removeCheck(ctx, id)
 
 	hj, err := d.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: cmd.Stdin != nil, Stdout: true, Stderr: true})
 	if err != nil {

@@ -181,17 +181,25 @@ func (d *Docker) chownVolumeRoot(ctx context.Context) error {
 		User:       "0:0",
 		Labels:     d.labels("chown"),
 	}
-	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
-	if err != nil {
-		return fmt.Errorf("sandbox: docker: creating the container that prepares the workspace volume: %w", err)
-	}
+	// Recorded for Close as well: Close removes it when this removal
+	// could not (the Engine went away for a moment).
+	var refs []string
 	defer func() {
 		cctx, cancel := bg(ctx)
 		defer cancel()
-		_ = d.cli.ContainerRemove(cctx, resp.ID, container.RemoveOptions{Force: true})
+		for _, ref := range refs {
+			_ = d.cli.ContainerRemove(cctx, ref, container.RemoveOptions{Force: true})
+		}
 	}()
-	waitC, errC := d.cli.ContainerWait(ctx, resp.ID, container.WaitConditionNextExit)
-	if err := d.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+	id, err := d.createContainer(ctx, cfg, hc, "goalrun-"+d.cfg.RunID+"-chown", func(ref string) {
+		refs = append(refs, ref)
+		d.track(func(c *createdSet) { c.containers = append(c.containers, ref) })
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: creating the container that prepares the workspace volume: %w", err)
+	}
+	waitC, errC := d.cli.ContainerWait(ctx, id, container.WaitConditionNextExit)
+	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return fmt.Errorf("sandbox: docker: preparing the workspace volume (the image needs chown): %w", err)
 	}
 	select {
