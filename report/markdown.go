@@ -152,14 +152,33 @@ func Headline(d Document) string {
 			parts = append(parts, strconv.Itoa(g.Iterations)+" iterations")
 		}
 	}
-	if d.Status != StatusSuccess && d.Message != "" {
-		parts = append(parts, Cap(Fold(d.Message), 100))
-	}
+	var tail []string
 	if d.Conclusion != "" {
-		parts = append(parts, "conclusion "+d.Conclusion)
+		tail = append(tail, "conclusion "+d.Conclusion)
 	}
-	return strings.Join(parts, " · ")
+	if d.Status != StatusSuccess && d.Message != "" {
+		// The message gets what is left of BriefCap (the terminal event's
+		// cap), at least headlineMessageMin bytes, so the event's cap does
+		// not cut a second time through this cut's marker.
+		rest := BriefCap - len(strings.Join(append(append([]string{}, parts...), tail...), " · ")) - len(" · ")
+		if len(parts)+len(tail) == 0 {
+			rest = BriefCap
+		}
+		msg, n := Fold(d.Message), max(rest-headlineMarkerBytes, headlineMessageMin)
+		if len(msg) > n+headlineMarkerBytes { // else the marker would cost more than it saves
+			msg = Cap(msg, n)
+		}
+		parts = append(parts, msg)
+	}
+	return strings.Join(append(parts, tail...), " · ")
 }
+
+// headlineMessageMin is the least of a failure's message a headline shows;
+// headlineMarkerBytes is room for Cap's marker with numbers below 10^6.
+const (
+	headlineMessageMin  = 40
+	headlineMarkerBytes = 64
+)
 
 // titleEmoji is the title's status sign.
 func titleEmoji(d Document) string {

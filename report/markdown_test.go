@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -168,6 +169,24 @@ func judgedRun(met bool) Run {
 	r := passedRun()
 	r.Check, r.Passed, r.Grounded = "", met, false
 	return r
+}
+
+// TestTerminalEventCutOnce: a long failure message is cut once in the
+// terminal event (the headline leaves room under BriefCap), never a marker
+// cut through by a second marker.
+func TestTerminalEventCutOnce(t *testing.T) {
+	for _, n := range []int{100, 200, 1000, 100000} {
+		rec := &recorder{}
+		FailStartup(NewEmitter(rec, nil, fakeClock(time.Second)), ErrBadInput, "--output /tmp/x: "+strings.Repeat("é", n))
+		evs := rec.all()
+		if len(evs) != 1 {
+			t.Fatalf("%d events", len(evs))
+		}
+		msg := evs[0].Message
+		if c := strings.Count(msg, "[truncated:"); c > 1 || len(msg) > BriefCap+MarkerMaxBytes {
+			t.Errorf("message of %d runes: %d markers, %d bytes: %q", n, c, len(msg), msg)
+		}
+	}
 }
 
 func TestHeadline(t *testing.T) {
