@@ -435,11 +435,11 @@ func TestImageFilesAndHash(t *testing.T) {
 	if !sort.SliceIsSorted(files, func(i, j int) bool { return files[i].name < files[j].name }) {
 		t.Error("files are not in a stable order")
 	}
-	h1, _ := hashImage(files, imageDockerfile(spec))
-	h2, _ := hashImage(files, imageDockerfile(spec))
+	h1, _ := hashImage(files, strings.Join(imageChanges(), "\n"))
+	h2, _ := hashImage(files, strings.Join(imageChanges(), "\n"))
 	spec.UID = 1001
 	files2, _ := imageFiles(spec)
-	h3, _ := hashImage(files2, imageDockerfile(spec))
+	h3, _ := hashImage(files2, strings.Join(imageChanges(), "\n"))
 	if h1 != h2 || h1 == h3 {
 		t.Errorf("hash must be stable and follow the content: %s %s %s", h1, h2, h3)
 	}

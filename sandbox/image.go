@@ -13,10 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
-	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/errdefs"
 )
 
@@ -82,19 +86,25 @@ type imageFile struct {
 	linkname string // symlink target
 }
 
-// BuildImage builds the image spec describes with the Engine's build API
-// from a tar context (FROM scratch, so nothing is pulled) and returns its
-// reference "<name>:<hash>"; when an image with that reference already
-// exists it is reused without building. Errors name the host file or the
-// build step that failed; a missing busybox suggests installing Debian's
-// busybox-static.
+// BuildImage makes the image spec describes and returns its reference
+// "<name>:<hash>"; when an image with that reference already exists it is
+// reused. The image is imported in one piece (the Engine's image import,
+// POST /images/create?fromSrc=-) from a tar of its root filesystem, with
+// its configuration (PATH, WORKDIR, CMD, labels) applied as import changes:
+// nothing is pulled, no build container runs, and no intermediate image is
+// ever committed, so an interrupted BuildImage leaves no dangling layer
+// behind (the Engine registers the layer only once the whole stream
+// arrived; an upload cut short is discarded). When ctx ends during the
+// import the error wraps ctx.Err() (errors.Is(err, context.Canceled)).
+// Errors name the host file or the Engine's complaint; a missing busybox
+// suggests installing Debian's busybox-static.
 func BuildImage(ctx context.Context, cli DockerAPI, spec ImageSpec) (string, error) {
 	files, err := imageFiles(spec)
 	if err != nil {
 		return "", err
 	}
-	dockerfile := imageDockerfile(spec)
-	sum, err := hashImage(files, dockerfile)
+	changes := imageChanges()
+	sum, err := hashImage(files, strings.Join(changes, "\n"))
 	if err != nil {
 		return "", err
 	}
@@ -102,44 +112,98 @@ func BuildImage(ctx context.Context, cli DockerAPI, spec ImageSpec) (string, err
 	if name == "" {
 		name = ImageRepository
 	}
-	ref := name + ":" + sum[:16]
+	tag := sum[:16]
+	ref := name + ":" + tag
 	if _, err := cli.ImageInspect(ctx, ref); err == nil {
+		removeStaleImports(ctx, cli)
 		return ref, nil
 	} else if !errdefs.IsNotFound(err) {
 		return "", fmt.Errorf("sandbox: image: inspecting %s: %w", ref, err)
 	}
+	interrupted := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("sandbox: image: making %s was interrupted (nothing is left behind): %w (%v)", ref, ctx.Err(), err)
+		}
+		return fmt.Errorf("sandbox: image: importing %s: %w", ref, err)
+	}
 
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeContext(pw, files, dockerfile)) }()
 	labels := map[string]string{"goalrun.image": sum}
 	for k, v := range spec.Labels {
 		labels[k] = v
 	}
-	resp, err := cli.ImageBuild(ctx, pr, build.ImageBuildOptions{
-		Tags:        []string{ref},
-		Dockerfile:  "Dockerfile",
-		Remove:      true,
-		ForceRemove: true,
-		PullParent:  false,
-		Labels:      labels,
-		Version:     build.BuilderV1,
-	})
+	changes = append(changes, labelChange(labels))
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeRootfs(pw, files)) }()
+	body, err := cli.ImageImport(ctx, image.ImportSource{Source: pr, SourceName: "-"}, name, image.ImportOptions{Tag: tag, Changes: changes})
 	if err != nil {
 		pr.CloseWithError(err)
-		return "", fmt.Errorf("sandbox: image: building %s: %w", ref, err)
+		return "", interrupted(err)
 	}
-	defer resp.Body.Close()
-	if err := readBuildOutput(resp.Body); err != nil {
-		return "", fmt.Errorf("sandbox: image: building %s: %w", ref, err)
+	defer body.Close()
+	err = readBuildOutput(body)
+	pr.CloseWithError(io.ErrClosedPipe) // ends the writer if the Engine stopped reading early
+	if err != nil {
+		return "", interrupted(err)
 	}
 	if _, err := cli.ImageInspect(ctx, ref); err != nil {
-		return "", fmt.Errorf("sandbox: image: %s was not there after the build: %w", ref, err)
+		return "", interrupted(fmt.Errorf("%s was not there after the import: %w", ref, err))
 	}
+	removeStaleImports(ctx, cli)
 	return ref, nil
 }
 
-// readBuildOutput reads the build's JSON message stream and returns the
-// first error it reports.
+// staleImportAge is how old an untagged image BuildImage made must be
+// before removeStaleImports removes it: the Engine tags an import
+// microseconds after creating it, so an older untagged one is a leftover.
+var staleImportAge = time.Minute
+
+// removeStaleImports removes untagged images carrying the goalrun.image
+// label that are older than staleImportAge. They are what an import
+// interrupted after its whole stream reached the Engine leaves when a
+// second import of the same image ran meanwhile (the later tag wins).
+// Failures are ignored: this is tidying, and the next BuildImage tries
+// again.
+func removeStaleImports(ctx context.Context, cli DockerAPI) {
+	f := filters.NewArgs(filters.Arg("dangling", "true"), filters.Arg("label", "goalrun.image"))
+	imgs, err := cli.ImageList(ctx, image.ListOptions{Filters: f})
+	if err != nil {
+		return
+	}
+	for _, img := range imgs {
+		if len(img.RepoTags) > 0 && !slices.Equal(img.RepoTags, []string{"<none>:<none>"}) {
+			continue
+		}
+		if time.Since(time.Unix(img.Created, 0)) < staleImportAge {
+			continue
+		}
+		_, _ = cli.ImageRemove(ctx, img.ID, image.RemoveOptions{PruneChildren: true})
+	}
+}
+
+// imageChanges is the configuration BuildImage gives its images, as
+// Dockerfile instructions the Engine applies on import (labels apart).
+func imageChanges() []string {
+	return []string{"ENV PATH=" + ImagePath, "WORKDIR " + DockerRoot, `CMD ["sh"]`}
+}
+
+// labelChange is one LABEL instruction setting labels, keys sorted, keys and
+// values double-quoted as the Dockerfile syntax reads them.
+func labelChange(labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("LABEL")
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%s", strconv.Quote(k), strconv.Quote(labels[k]))
+	}
+	return b.String()
+}
+
+// readBuildOutput reads the Engine's JSON message stream (of an import or
+// a build) and returns the first error it reports.
 func readBuildOutput(r io.Reader) error {
 	dec := json.NewDecoder(r)
 	var tail []string
@@ -166,15 +230,6 @@ func readBuildOutput(r io.Reader) error {
 			return fmt.Errorf("%s (last steps: %s)", m.Error, strings.Join(tail, " | "))
 		}
 	}
-}
-
-func imageDockerfile(spec ImageSpec) string {
-	var b strings.Builder
-	b.WriteString("FROM scratch\nCOPY rootfs/ /\n")
-	fmt.Fprintf(&b, "ENV PATH=%s\n", ImagePath)
-	b.WriteString("WORKDIR " + DockerRoot + "\n")
-	b.WriteString(`CMD ["sh"]` + "\n")
-	return b.String()
 }
 
 // imageFiles lists the root filesystem.
@@ -338,10 +393,10 @@ func parseLdd(out string) ([]string, error) {
 }
 
 // hashImage hashes every entry (name, kind, mode, link target, content) and
-// the Dockerfile.
-func hashImage(files []imageFile, dockerfile string) (string, error) {
+// the image's configuration.
+func hashImage(files []imageFile, config string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "goalrun image v1\n%s\n", dockerfile)
+	fmt.Fprintf(h, "goalrun image v2\n%s\n", config)
 	for _, f := range files {
 		fmt.Fprintf(h, "%s\x00%v\x00%o\x00%s\x00", f.name, f.dir, f.mode, f.linkname)
 		switch {
@@ -363,21 +418,13 @@ func hashImage(files []imageFile, dockerfile string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// writeContext writes the build context: the Dockerfile and rootfs/.
-func writeContext(w io.Writer, files []imageFile, dockerfile string) error {
+// writeRootfs writes the image's root filesystem as a tar stream, names
+// relative to "/".
+func writeRootfs(w io.Writer, files []imageFile) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	tw := tar.NewWriter(bw)
-	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(tw, dockerfile); err != nil {
-		return err
-	}
-	if err := tw.WriteHeader(&tar.Header{Name: "rootfs/", Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
-		return err
-	}
 	for _, f := range files {
-		name := "rootfs" + f.name
+		name := strings.TrimPrefix(f.name, "/")
 		hdr := &tar.Header{Name: name, Mode: f.mode}
 		switch {
 		case f.dir:

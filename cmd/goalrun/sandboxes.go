@@ -191,6 +191,11 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		ref, err := sandbox.BuildImage(ctx, cli, sandbox.DefaultImageSpec(libsFor...))
 		if err != nil {
 			cli.Close()
+			if ctx.Err() != nil {
+				// Interrupted, not failed: the error wraps ctx's, and the
+				// caller reports the run as cancelled.
+				return nil, fmt.Errorf("building the default sandbox image: %w", err)
+			}
 			return nil, &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("building the default sandbox image (or pass --image): %v", err),
 				suggestions: []string{"Pass an image that contains the agent CLI and the check's toolchain with the image setting, or check the Docker Engine's health."}}
 		}
