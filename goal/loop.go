@@ -454,6 +454,8 @@ func metWord(met bool) string {
 
 func checkWhy(cr CheckRun) string {
 	switch {
+	case cr.TimedOut && cr.Cancelled:
+		return fmt.Sprintf("the run's time budget (--timeout) ran out during the check, after %.1fs", seconds(cr.Duration))
 	case cr.TimedOut:
 		return fmt.Sprintf("the check timed out after %.1fs (--step-timeout)", seconds(cr.Duration))
 	case cr.OOMKilled:
@@ -520,6 +522,10 @@ func (l *loop) checkNotRunnable(cr CheckRun, err error) {
 		"Try the check command in the workspace by hand; it should exit 0 when the goal is met.")
 }
 
+// NoExitCode is the exit code recorded for a check that was stopped (by a
+// time limit or a signal) without an exit status of its own.
+const NoExitCode = -1
+
 // runCheck runs the check as a fresh check step and emits its events.
 func (l *loop) runCheck(ctx context.Context, i int) (CheckRun, error) {
 	l.events.Emit(report.EventCheckStarted, report.PhaseVerifying, "check: "+l.cfg.Check,
@@ -539,14 +545,24 @@ func (l *loop) runCheck(ctx context.Context, i int) (CheckRun, error) {
 		TimedOut: res.TimedOut, OOMKilled: res.OOMKilled, Cancelled: res.Cancelled,
 		Duration: l.now().Sub(start), Tail: string(o.Tail), TailBytes: o.Bytes,
 	}
+	if (res.Cancelled || err != nil) && ctx.Err() != nil { // stopped by the run's --timeout or a signal
+		cr.Cancelled = true
+		cr.TimedOut = cr.TimedOut || errors.Is(ctx.Err(), context.DeadlineExceeded)
+	}
+	if (cr.Cancelled || cr.TimedOut) && cr.ExitCode == 0 {
+		cr.ExitCode = NoExitCode // stopped, possibly before it started: it did not exit 0
+	}
 	cr.Passed = err == nil && res.ExitCode == 0 && !res.TimedOut && !res.Cancelled && !res.OOMKilled
-	data := map[string]any{"iteration": i, "command": l.cfg.Check, "exit_code": res.ExitCode,
+	data := map[string]any{"iteration": i, "command": l.cfg.Check, "exit_code": cr.ExitCode,
 		"seconds": seconds(cr.Duration), "passed": cr.Passed}
-	if res.TimedOut {
+	if cr.TimedOut {
 		data["timed_out"] = true
 	}
 	msg := fmt.Sprintf("check %s in %.1fs", passWord(cr), seconds(cr.Duration))
-	if err != nil {
+	if err != nil && cr.Cancelled {
+		data["error"] = err.Error()
+		msg = "check stopped: " + checkWhy(cr)
+	} else if err != nil {
 		data["error"] = err.Error()
 		msg = "check could not run: " + err.Error()
 	}

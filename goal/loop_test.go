@@ -316,6 +316,25 @@ func TestLoopRunTimeout(t *testing.T) {
 	}
 }
 
+// TestLoopRunTimeoutDuringTheCheck: a check the run's --timeout stopped
+// (here before it could start) is recorded as timed out with no exit
+// status, never as "exit 0, not passed".
+func TestLoopRunTimeoutDuringTheCheck(t *testing.T) {
+	dir := workspace(t, nil)
+	ev := &recorder{}
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: local(t, dir), Adapter: agent.Command{}, AgentBin: "true",
+		Check: "sleep 5", Timeout: time.Nanosecond, Events: ev,
+	})
+	if out.Halt != report.HaltTimeout || out.Passed {
+		t.Fatalf("halt %q passed %v, want timeout, not passed", out.Halt, out.Passed)
+	}
+	finished := ev.ofType(report.EventCheckFinished)
+	if len(finished) != 1 || finished[0].Data["exit_code"] != goal.NoExitCode || finished[0].Data["timed_out"] != true {
+		t.Errorf("check_finished events %+v, want one with exit_code %d and timed_out", finished, goal.NoExitCode)
+	}
+}
+
 func TestLoopStepTimeoutFailsTheTurn(t *testing.T) {
 	dir := workspace(t, nil)
 	out := run(t, context.Background(), goal.Config{
