@@ -221,12 +221,17 @@ type Judge struct {
 
 // Changes is what the agent changed in the workspace.
 type Changes struct {
-	FilesChanged  int      `json:"files_changed"`
-	Insertions    int      `json:"insertions"`
-	Deletions     int      `json:"deletions"`
-	RiskyPaths    []string `json:"risky_paths"`
-	CheckModified bool     `json:"check_modified"`
-	PatchSHA256   string   `json:"patch_sha256,omitempty"`
+	FilesChanged int      `json:"files_changed"`
+	Insertions   int      `json:"insertions"`
+	Deletions    int      `json:"deletions"`
+	RiskyPaths   []string `json:"risky_paths"`
+	// RiskyPathsOmitted counts the risky paths left out of RiskyPaths (at
+	// most RiskyPathsMax are listed; Encode may drop more): the total minus
+	// len(RiskyPaths), like receipts.sample_omitted. Additive; always
+	// present.
+	RiskyPathsOmitted int    `json:"risky_paths_omitted"`
+	CheckModified     bool   `json:"check_modified"`
+	PatchSHA256       string `json:"patch_sha256,omitempty"`
 }
 
 // Failure carries the cause of a failure shape and cause-specific fields.

@@ -300,6 +300,7 @@ var elisions = []elision{
 		}
 		n := len(d.Changes.RiskyPaths)
 		d.Changes.RiskyPaths = []string{}
+		d.Changes.RiskyPathsOmitted += n
 		return plural(n, "path", "dropped: the list is NOT complete")
 	}},
 	{"sandbox.lists.all", func(d *Document) string {
@@ -374,6 +375,11 @@ func requiredOnly(d Document) Document {
 	}
 	if d.UngroundedClaims != nil {
 		out.UngroundedClaims = []Claim{}
+	}
+	if c := d.Changes; c != nil { // the counts and check_modified survive
+		out.Changes = &Changes{FilesChanged: c.FilesChanged, Insertions: c.Insertions, Deletions: c.Deletions,
+			RiskyPaths: []string{}, RiskyPathsOmitted: len(c.RiskyPaths) + c.RiskyPathsOmitted,
+			CheckModified: c.CheckModified}
 	}
 	if d.ModelsServed != nil && d.Status == StatusSuccess {
 		out.ModelsServed = []ModelServed{}

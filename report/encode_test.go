@@ -129,6 +129,13 @@ func TestEncodeWorstCases(t *testing.T) {
 					}
 					last = i
 				}
+				// No silent clipping: the risky paths listed plus those
+				// counted as omitted are all the run had.
+				if c, _ := m["changes"].(map[string]any); c == nil {
+					t.Error("changes block dropped")
+				} else if got := len(c["risky_paths"].([]any)) + int(c["risky_paths_omitted"].(float64)); got != tc.n {
+					t.Errorf("risky paths listed + omitted = %d, want %d", got, tc.n)
+				}
 				if len(doc) > 20_000 && len(steps) == 0 && bytes.Contains(doc, []byte(`\u0001`)) {
 					t.Logf("large but not elided: %d bytes", len(doc))
 				}
@@ -416,6 +423,9 @@ func TestRequiredOnly(t *testing.T) {
 			}
 			if om := m["iterations_omitted"]; om == nil || om.(float64) < 6 {
 				t.Errorf("iterations_omitted = %v, want the dropped iterations counted", om)
+			}
+			if c, _ := m["changes"].(map[string]any); c == nil || c["risky_paths_omitted"].(float64) != 50 {
+				t.Errorf("changes = %v, want kept with all 50 risky paths counted as omitted", m["changes"])
 			}
 		})
 	}

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -266,4 +268,70 @@ func TestDefaultSuggestionsArePlainSentences(t *testing.T) {
 	if DefaultSuggestions("NoSuchCode", "") != nil {
 		t.Error("suggestions for an unknown code")
 	}
+}
+
+// TestRiskyPathsCutIsCounted: a cut of changes.risky_paths is never silent —
+// risky_paths_omitted counts what the cap (or the tracker's own bound, given
+// as RiskyPathsOmitted) left out, "elided" names the cap with the true total,
+// and both survive a second normalization (Encode).
+func TestRiskyPathsCutIsCounted(t *testing.T) {
+	paths := func(n int) []string {
+		l := make([]string, n)
+		for i := range l {
+			l[i] = fmt.Sprintf(".github/workflows/w%03d.yml", i)
+		}
+		return l
+	}
+	for _, tc := range []struct {
+		name        string
+		listed      int // risky paths handed to Finish
+		omitted     int // already cut by the tracker
+		wantListed  int
+		wantOmitted int
+		wantNote    string // "" = no note about risky paths
+	}{
+		{"none", 0, 0, 0, 0, ""},
+		{"exactly the cap", RiskyPathsMax, 0, RiskyPathsMax, 0, ""},
+		{"one over the cap", RiskyPathsMax + 1, 0, RiskyPathsMax, 1, "changes.risky_paths: 16 of 17 kept (cap)"},
+		{"tracker bound and cap", 256, 44, RiskyPathsMax, 284, "changes.risky_paths: 16 of 300 kept (cap)"},
+		{"tracker bound only", 3, 5, 3, 5, ""},
+		{"negative count repaired", 2, -7, 2, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := passedRun()
+			run.Changes = &Changes{FilesChanged: tc.listed, RiskyPaths: paths(tc.listed), RiskyPathsOmitted: tc.omitted}
+			d := Finish(run, nil)
+			for pass, c := range []*Changes{d.Changes, decodeDoc(t, Encode(d)).Changes} {
+				if len(c.RiskyPaths) != tc.wantListed || c.RiskyPathsOmitted != tc.wantOmitted {
+					t.Errorf("pass %d: %d listed, %d omitted; want %d, %d", pass, len(c.RiskyPaths), c.RiskyPathsOmitted, tc.wantListed, tc.wantOmitted)
+				}
+			}
+			var notes []string
+			for _, e := range d.Elided {
+				if strings.HasPrefix(e, "changes.risky_paths") {
+					notes = append(notes, e)
+				}
+			}
+			switch {
+			case tc.wantNote == "" && len(notes) > 0:
+				t.Errorf("elided = %q, want no risky-path note", notes)
+			case tc.wantNote != "" && (len(notes) != 1 || notes[0] != tc.wantNote):
+				t.Errorf("elided = %q, want [%q]", notes, tc.wantNote)
+			}
+			validate(t, Encode(d))
+			if tc.wantOmitted > 0 && !strings.Contains(Markdown(d), fmt.Sprintf("and %d more risky", tc.wantOmitted)) {
+				t.Errorf("markdown does not count the %d omitted risky paths", tc.wantOmitted)
+			}
+		})
+	}
+}
+
+// decodeDoc decodes an encoded document into its Go shape.
+func decodeDoc(t *testing.T, b []byte) Document {
+	t.Helper()
+	var d Document
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

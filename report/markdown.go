@@ -467,6 +467,16 @@ func mdChanges(d Document) string {
 			b.WriteString("- " + mdText(p) + "\n")
 		}
 	}
+	if c.RiskyPathsOmitted > 0 {
+		if len(c.RiskyPaths) == 0 {
+			b.WriteString("\n**⚠️ Risky paths:**\n\n")
+		}
+		noun := "paths"
+		if c.RiskyPathsOmitted == 1 {
+			noun = "path"
+		}
+		fmt.Fprintf(&b, "- … and %d more risky %s, not listed\n", c.RiskyPathsOmitted, noun)
+	}
 	return b.String()
 }
 

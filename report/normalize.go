@@ -164,9 +164,12 @@ func normalize(d *Document, red *Redactor) {
 		c.Insertions = max(c.Insertions, 0)
 		c.Deletions = max(c.Deletions, 0)
 		c.PatchSHA256 = line(c.PatchSHA256, NameCap)
+		c.RiskyPathsOmitted = max(c.RiskyPathsOmitted, 0)
+		total := len(c.RiskyPaths) + c.RiskyPathsOmitted
 		c.RiskyPaths = boundList(c.RiskyPaths, red, RiskyPathsMax, func(n int) {
-			note("changes.risky_paths: %d of %d kept (cap)", RiskyPathsMax, n)
+			note("changes.risky_paths: %d of %d kept (cap)", RiskyPathsMax, total)
 		})
+		c.RiskyPathsOmitted = total - len(c.RiskyPaths)
 		if c.RiskyPaths == nil {
 			c.RiskyPaths = []string{}
 		}
