@@ -218,6 +218,9 @@ type entry struct {
 	mtime  int64
 	ctime  int64
 	stored bool // its content is in the baseline store
+	// internal marks git's own database: a path inside a .git directory
+	// that gitKeep does not keep (objects, refs, logs, the index, HEAD).
+	internal bool
 }
 
 // snapshot is the workspace at one moment.
@@ -228,10 +231,12 @@ type snapshot struct {
 	state     string
 }
 
-// gitKeep says which paths inside a .git directory are watched: its config,
-// hooks and info (attributes, exclude) — the files that make git run
-// programs or hide files — and the same inside each submodule's git
-// directory (modules/NAME/). Objects, refs, logs and the index are skipped.
+// gitKeep says which paths inside a .git directory are watched as files of
+// the change set (counted, diffed): its config, hooks and info (attributes,
+// exclude) — the files that make git run programs or hide files — and the
+// same inside each submodule's git directory (modules/NAME/). The rest —
+// objects, refs, logs, the index, HEAD — is git's database: watched too,
+// but as internal entries, reported only as risky paths (see gitInternal).
 func gitKeep(rel string) (keep, descend bool) {
 	switch {
 	case rel == "config", rel == "hooks", rel == "info", rel == "modules":
@@ -247,6 +252,17 @@ func gitKeep(rel string) (keep, descend bool) {
 		return gitKeep(rest[i+1:])
 	}
 	return false, false
+}
+
+// gitInternal reports whether p lies in git's database: inside a .git
+// directory but not among what gitKeep keeps.
+func gitInternal(p string) bool {
+	rel, in := insideGit(p)
+	if !in {
+		return false
+	}
+	keep, _ := gitKeep(rel)
+	return !keep
 }
 
 // insideGit returns the part of p below its innermost ".git" directory
@@ -286,10 +302,12 @@ const readDirBatch = 1024
 // walk visits the workspace depth first through root: directories are
 // read in batches, every entry is lstat'ed through its directory's
 // descriptor (never by a host path), and the walk stops at MaxFiles entries (directories count too),
-// marking the snapshot truncated.
+// marking the snapshot truncated. Git's database (gitInternal) has a
+// MaxFiles budget of its own, so a large .git never hides the work tree;
+// beyond it its entries are left out and the snapshot is marked truncated.
 func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot, prev *snapshot, store bool) error {
 	stack := []string{"."}
-	seen := 0
+	seen, seenGit := 0, 0
 	for len(stack) > 0 {
 		dir := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -315,19 +333,25 @@ func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot,
 		for {
 			ents, rerr := f.ReadDir(readDirBatch)
 			for _, d := range ents {
-				if seen++; seen%256 == 0 && ctx.Err() != nil {
-					closeDir()
-					return ctx.Err()
-				}
-				if seen > t.opt.MaxFiles {
-					s.truncated = true
-					closeDir()
-					return nil
-				}
 				name := d.Name()
 				p := name
 				if dir != "." {
 					p = dir + "/" + name
+				}
+				internal := gitInternal(p)
+				if internal {
+					if seenGit++; seenGit > t.opt.MaxFiles {
+						s.truncated = true
+						continue
+					}
+				} else if seen++; seen > t.opt.MaxFiles {
+					s.truncated = true
+					closeDir()
+					return nil
+				}
+				if (seen+seenGit)%256 == 0 && ctx.Err() != nil {
+					closeDir()
+					return ctx.Err()
 				}
 				// A directory opened in a Root lstats its entries through its
 				// own descriptor (fstatat) while reading them; Info returns
@@ -336,16 +360,12 @@ func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot,
 				if err != nil {
 					continue // vanished meanwhile
 				}
-				if rel, in := insideGit(p); in {
-					if keep, _ := gitKeep(rel); !keep {
-						continue
-					}
-				}
 				if info.IsDir() {
 					stack = append(stack, p)
 					continue
 				}
 				e := statEntry(info)
+				e.internal = internal
 				switch {
 				case info.Mode()&fs.ModeSymlink != 0:
 					if tgt, err := sub.Readlink(name); err == nil {
@@ -354,7 +374,9 @@ func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot,
 						e.unread = "unreadable"
 					}
 				case info.Mode().IsRegular():
-					t.hashEntry(sub, name, p, e, prev, store)
+					// git's database is hashed (to tell a rewrite with the
+					// same content from a change) but never kept to diff.
+					t.hashEntry(sub, name, p, e, prev, store && !internal)
 				}
 				s.add(p, e)
 			}

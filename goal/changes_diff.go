@@ -63,12 +63,22 @@ type RiskyPath struct {
 
 // WorkspaceDiff is the run's changes, in detail.
 type WorkspaceDiff struct {
-	// Files are the changed paths in byte order of their path.
+	// Files are the changed paths in byte order of their path, git's
+	// database (GitInternal) excepted.
 	Files []FileChange
+	// GitInternal are the changed paths inside git's database (a .git
+	// directory's objects, refs, logs, index, HEAD, …; its config, hooks and
+	// info are in Files), in byte order: a commit, a moved branch, a
+	// rewritten history. They are not counted in files_changed, nor in the
+	// patch (git's own files are not the work the check verifies); every
+	// one is risky, objects summarised per git directory (see Risky).
+	GitInternal []FileChange
 	// Insertions and Deletions are the totals over Files.
 	Insertions, Deletions int
 	// Risky are the risky paths, the most serious first (at most 256).
 	Risky []RiskyPath
+	// RiskyTotal counts the risky paths before Risky's bound of 256.
+	RiskyTotal int
 	// CheckModified is true when a check file or a test file changed.
 	CheckModified bool
 	// PatchSHA256 is the hex SHA-256 of the canonical unified diff (see
@@ -87,6 +97,7 @@ func (d *WorkspaceDiff) Report() *report.Changes {
 	for _, r := range d.Risky {
 		c.RiskyPaths = append(c.RiskyPaths, r.Path)
 	}
+	c.RiskyPathsOmitted = max(d.RiskyTotal-len(d.Risky), 0)
 	return c
 }
 
@@ -154,6 +165,11 @@ func (t *WorkspaceTracker) compare(ctx context.Context, root *os.Root, base, cur
 		default:
 			fc.Status = StatusModified
 		}
+		if (o != nil && o.internal) || (n != nil && n.internal) {
+			fc.Binary, fc.Risky = true, []string{riskGitDB}
+			d.GitInternal = append(d.GitInternal, fc)
+			continue
+		}
 		if n != nil && n.mode&fs.ModeSymlink != 0 {
 			fc.Target = n.target
 		}
@@ -175,7 +191,7 @@ func (t *WorkspaceTracker) compare(ctx context.Context, root *os.Root, base, cur
 		d.Files = append(d.Files, fc)
 	}
 	d.PatchSHA256 = hex.EncodeToString(sum.Sum(nil))
-	d.Risky = rankRisky(d.Files)
+	d.Risky, d.RiskyTotal = rankRisky(d.Files, d.GitInternal)
 	return d
 }
 
@@ -286,6 +302,7 @@ const (
 	riskWorkflow  = "GitHub Actions workflow or action"
 	riskOwners    = "code owners (who must review)"
 	riskGit       = "git configuration or hooks"
+	riskGitDB     = "git history, refs or index (a commit, a moved branch)"
 	riskAgent     = "agent or goalrun configuration"
 	riskBuild     = "build script"
 	riskScripts   = "package.json scripts changed"
@@ -295,7 +312,7 @@ const (
 
 // riskOrder ranks reasons, most serious first.
 var riskOrder = []string{riskCheck, riskTest, riskLinkOut, riskLinkAbs, riskHardlink, riskSpecial, riskWorkflow,
-	riskOwners, riskGit, riskAgent, riskPytestCfg, riskScripts, riskGenerate, riskBuild}
+	riskOwners, riskGit, riskGitDB, riskAgent, riskPytestCfg, riskScripts, riskGenerate, riskBuild}
 
 // classify fills fc.Risky and fc.CheckFile.
 func (t *WorkspaceTracker) classify(fc *FileChange, o, n *entry, oldText, newText []byte, oldOK, newOK bool) {
@@ -375,8 +392,13 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// rankRisky lists risky files, the most serious reason first, then by path.
-func rankRisky(files []FileChange) []RiskyPath {
+// rankRisky lists risky files, the most serious reason first, then by path,
+// at most riskyKeep of them, and returns how many there were before that
+// bound. A change in git's database (git) is listed path by path, except
+// objects: those of one git directory are one entry, "DIR/objects/ (N
+// files changed)", since their names say nothing and a single commit
+// writes several.
+func rankRisky(files, git []FileChange) ([]RiskyPath, int) {
 	rank := map[string]int{}
 	for i, r := range riskOrder {
 		rank[r] = i
@@ -394,16 +416,60 @@ func rankRisky(files []FileChange) []RiskyPath {
 		}
 		out = append(out, RiskyPath{Path: f.Path, Reason: best})
 	}
+	objects := map[string]int{}
+	for _, f := range git {
+		if dir := gitObjectsDir(f.Path); dir != "" {
+			objects[dir]++
+			continue
+		}
+		out = append(out, RiskyPath{Path: f.Path, Reason: riskGitDB})
+	}
+	for dir, n := range objects {
+		out = append(out, RiskyPath{Path: fmt.Sprintf("%s (%d %s changed)", dir, n, plural(n, "file", "files")), Reason: riskGitDB})
+	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if rank[out[i].Reason] != rank[out[j].Reason] {
 			return rank[out[i].Reason] < rank[out[j].Reason]
 		}
 		return out[i].Path < out[j].Path
 	})
+	total := len(out)
 	if len(out) > riskyKeep {
 		out = out[:riskyKeep]
 	}
-	return out
+	return out, total
+}
+
+// gitObjectsDir returns the objects folder ("…/.git/objects/", or a
+// submodule's "…/.git/modules/NAME/objects/") that p lies in, or "".
+func gitObjectsDir(p string) string {
+	rel, in := insideGit(p)
+	if !in {
+		return ""
+	}
+	off := len(p) - len(rel)
+	for {
+		if strings.HasPrefix(rel, "objects/") {
+			return p[:off+len("objects/")]
+		}
+		rest, ok := strings.CutPrefix(rel, "modules/")
+		if !ok {
+			return ""
+		}
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
+			return ""
+		}
+		off += len("modules/") + i + 1
+		rel = rest[i+1:]
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 var (

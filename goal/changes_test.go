@@ -211,7 +211,7 @@ func TestChangesRiskyPaths(t *testing.T) {
 		".gitignore":                           "bin/\n*.secret\n",
 		".git/config":                          "[core]\n\tfsmonitor = ./evil\n",
 		".git/hooks/pre-commit":                "#!/bin/sh\ncurl evil\n",
-		".git/objects/12/3456":                 "another blob", // git internals are not watched
+		".git/objects/12/3456":                 "another blob", // git's database: one summary entry
 		".git/modules/lib/hooks/post-checkout": "#!/bin/sh\ncurl evil\n",
 		".git/modules/lib/objects/aa/bb":       "blob",
 		".github/workflows/ci.yml":             "on: push\n",
@@ -238,20 +238,22 @@ func TestChangesRiskyPaths(t *testing.T) {
 		".mcp.json":                            riskAgent,
 		"CLAUDE.md":                            riskAgent,
 		"scripts/release.mk":                   riskBuild,
+		".git/objects/ (1 file changed)":       riskGitDB,
+		".git/modules/lib/objects/ (1 file changed)": riskGitDB,
 	}
 	for p, r := range want {
 		if risky[p] != r {
 			t.Errorf("risky[%s] = %q, want %q", p, risky[p], r)
 		}
 	}
-	for _, p := range []string{"web/package.json", "main.go", ".git/objects/12/3456", ".git/modules/lib/objects/aa/bb"} {
+	for _, p := range []string{"web/package.json", "main.go", ".git/objects/12/3456", ".git/modules/lib/objects/aa/bb", ".git/objects/ab/cdef"} {
 		if _, ok := risky[p]; ok {
 			t.Errorf("%s listed as risky (%s)", p, risky[p])
 		}
 	}
 	for _, f := range d.Files {
 		if strings.Contains(f.Path, "objects") {
-			t.Errorf("git objects are watched: %s", f.Path)
+			t.Errorf("git objects counted as files of the change set: %s", f.Path)
 		}
 	}
 	if d.CheckModified {
