@@ -54,6 +54,15 @@ type ChangeOptions struct {
 	BaselineStoreBytes          int64
 	// TempDir is where the baseline copies are kept ("" = os.TempDir()).
 	TempDir string
+	// Root, when set, is the host folder the sandbox let the agent write
+	// when it is wider than the workspace: sandbox.Posture.Mount, the
+	// repository root a subfolder workspace's mount was widened to. The
+	// tracker then covers all of Root and its paths (FileChange.Path, the
+	// risky paths, the patch) are relative to Root, not to the workspace;
+	// the check's words are still resolved from the workspace ("../test.sh"
+	// names Root's test.sh). "" or the workspace itself: the workspace
+	// alone. Baseline fails when the workspace is not inside Root.
+	Root string
 }
 
 // WorkspaceTracker follows the workspace through a run without ever running
@@ -67,8 +76,12 @@ type ChangeOptions struct {
 // It implements the loop's Tracker seam. It is safe for concurrent use;
 // Close removes its baseline copies.
 type WorkspaceTracker struct {
-	dir string
+	dir string // the workspace, as given
 	opt ChangeOptions
+	// top is the folder scanned (the workspace, or ChangeOptions.Root) and
+	// sub the workspace's slash path inside it ("" when they are the same);
+	// both are set by Baseline.
+	top, sub string
 	// open is how a file is opened for reading; tests wrap it to prove what
 	// is never opened.
 	open func(r *os.Root, name string) (*os.File, error)
@@ -116,6 +129,11 @@ func openNoFollow(r *os.Root, name string) (*os.File, error) {
 func (t *WorkspaceTracker) Baseline(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	top, sub, err := scanRoot(t.dir, t.opt.Root)
+	if err != nil {
+		return err
+	}
+	t.top, t.sub = top, sub
 	if t.store == nil {
 		st, err := newBlobStore(t.opt.TempDir, t.opt.BaselineStoreBytes)
 		if err != nil {
@@ -128,8 +146,41 @@ func (t *WorkspaceTracker) Baseline(ctx context.Context) error {
 		return err
 	}
 	t.base, t.last, t.diff = s, s, nil
-	t.checkFiles, t.checkRun = checkFilesOf(t.opt.Check, s)
+	t.checkFiles, t.checkRun = checkFilesOf(t.opt.Check, t.sub, s)
 	return nil
+}
+
+// scanRoot returns the folder to scan for the workspace dir and the
+// optional wider root (ChangeOptions.Root), and the workspace's slash path
+// inside it ("" when the workspace is scanned itself). Both are compared
+// with symlinks resolved, as the sandbox resolves them.
+func scanRoot(dir, root string) (top, sub string, err error) {
+	if root == "" {
+		return dir, "", nil
+	}
+	real := func(p string) (string, error) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", err
+		}
+		return filepath.EvalSymlinks(abs)
+	}
+	ws, err := real(dir)
+	if err != nil {
+		return "", "", fmt.Errorf("goal: workspace tracker: workspace %s: %w", dir, err)
+	}
+	r, err := real(root)
+	if err != nil {
+		return "", "", fmt.Errorf("goal: workspace tracker: mount root %s: %w", root, err)
+	}
+	rel, err := filepath.Rel(r, ws)
+	if err != nil || (rel != "." && !filepath.IsLocal(rel)) {
+		return "", "", fmt.Errorf("goal: workspace tracker: the workspace %s is not inside the mount root %s; pass the sandbox's mount (sandbox.Posture.Mount) or leave ChangeOptions.Root empty", dir, root)
+	}
+	if rel == "." {
+		return dir, "", nil
+	}
+	return r, filepath.ToSlash(rel), nil
 }
 
 // AfterTurn snapshots the workspace after agent turn iteration and returns
@@ -173,12 +224,15 @@ func (t *WorkspaceTracker) Diff(ctx context.Context) (*WorkspaceDiff, error) {
 		return nil, err
 	}
 	t.last = s
-	root, err := os.OpenRoot(t.dir)
+	root, err := os.OpenRoot(t.top)
 	if err != nil {
-		return nil, fmt.Errorf("open workspace %s: %w", t.dir, err)
+		return nil, fmt.Errorf("open workspace %s: %w", t.top, err)
 	}
 	defer root.Close()
 	d := t.compare(ctx, root, t.base, s)
+	if t.sub != "" {
+		d.Root, d.Workdir = t.top, t.sub
+	}
 	t.diff = d
 	if t.opt.Evidence != nil {
 		changed := make(map[string]string, len(d.Files))
@@ -281,14 +335,14 @@ func insideGit(p string) (string, bool) {
 // whose inode, size, mode and change times are unchanged; store keeps
 // baseline copies of text files.
 func (t *WorkspaceTracker) scan(ctx context.Context, prev *snapshot, store bool) (*snapshot, error) {
-	root, err := os.OpenRoot(t.dir)
+	root, err := os.OpenRoot(t.top)
 	if err != nil {
-		return nil, fmt.Errorf("open workspace %s: %w", t.dir, err)
+		return nil, fmt.Errorf("open workspace %s: %w", t.top, err)
 	}
 	defer root.Close()
 	s := &snapshot{entries: map[string]*entry{}}
 	if err := t.walk(ctx, root, s, prev, store); err != nil {
-		return nil, fmt.Errorf("walk workspace %s: %w", t.dir, err)
+		return nil, fmt.Errorf("walk workspace %s: %w", t.top, err)
 	}
 	sort.Strings(s.paths)
 	s.state = s.fingerprint()

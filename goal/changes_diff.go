@@ -64,7 +64,8 @@ type RiskyPath struct {
 // WorkspaceDiff is the run's changes, in detail.
 type WorkspaceDiff struct {
 	// Files are the changed paths in byte order of their path, git's
-	// database (GitInternal) excepted.
+	// database (GitInternal) excepted. Paths are relative to Root when it
+	// is set, else to the workspace.
 	Files []FileChange
 	// GitInternal are the changed paths inside git's database (a .git
 	// directory's objects, refs, logs, index, HEAD, …; its config, hooks and
@@ -86,6 +87,10 @@ type WorkspaceDiff struct {
 	PatchSHA256 string
 	// Truncated is true when a snapshot hit ChangeOptions.MaxFiles.
 	Truncated bool
+	// Root is the host folder the paths are relative to when the tracker
+	// covered a mount wider than the workspace (ChangeOptions.Root), and
+	// Workdir the workspace's slash path inside it; both "" otherwise.
+	Root, Workdir string
 }
 
 // Report returns the document's "changes" block.
@@ -98,6 +103,9 @@ func (d *WorkspaceDiff) Report() *report.Changes {
 		c.RiskyPaths = append(c.RiskyPaths, r.Path)
 	}
 	c.RiskyPathsOmitted = max(d.RiskyTotal-len(d.Risky), 0)
+	if d.Root != "" {
+		c.RelativeTo = report.RelativeToMount
+	}
 	return c
 }
 
@@ -589,11 +597,17 @@ func goGenerate(data []byte) string {
 
 // checkFilesOf returns the baseline files the check reads: the workspace
 // files its words name (a script, a Makefile given with -f) and the
-// configuration of the runners it uses; and which runners it uses.
-func checkFilesOf(check string, base *snapshot) (map[string]bool, map[string]bool) {
+// configuration of the runners it uses; and which runners it uses. sub is
+// the workspace's slash path inside the scanned folder ("" when it is the
+// workspace): the check runs in the workspace, so its words are resolved
+// from there ("../test.sh" with sub "app" is "test.sh").
+func checkFilesOf(check, sub string, base *snapshot) (map[string]bool, map[string]bool) {
 	files, runs := map[string]bool{}, map[string]bool{}
 	words := shellWords(check)
 	for i, w := range words {
+		if sub != "" && !path.IsAbs(w) {
+			w = path.Join(sub, w)
+		}
 		if p := cleanRel(w); p != "" {
 			if e := base.entries[p]; e != nil && !e.mode.IsDir() {
 				files[p] = true
@@ -634,7 +648,7 @@ func checkFilesOf(check string, base *snapshot) (map[string]bool, map[string]boo
 	for _, p := range base.paths {
 		b := path.Base(p)
 		lb := strings.ToLower(b)
-		top := !strings.Contains(p, "/")
+		top := path.Dir(p) == path.Clean("./"+sub) // directly in the workspace
 		switch {
 		case runs["make"] && (top && (lb == "makefile" || lb == "gnumakefile") || strings.HasSuffix(lb, ".mk")):
 		case runs["npm"] && (strings.HasPrefix(lb, "jest.config.") || strings.HasPrefix(lb, "vitest.config.") ||

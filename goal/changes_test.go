@@ -684,7 +684,7 @@ func TestShellWordsAndCheckFiles(t *testing.T) {
 	for _, p := range []string{"check.sh", "ci.mk", "Makefile", "sub/Makefile", "conftest.py", "x.go"} {
 		base.add(p, &entry{mode: 0o644})
 	}
-	files, runs := checkFilesOf(`./check.sh && make -f ci.mk test`, base)
+	files, runs := checkFilesOf(`./check.sh && make -f ci.mk test`, "", base)
 	for _, p := range []string{"check.sh", "ci.mk", "Makefile"} {
 		if !files[p] {
 			t.Errorf("%s not a check file: %v", p, files)

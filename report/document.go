@@ -219,7 +219,8 @@ type Judge struct {
 	By string `json:"by"`
 }
 
-// Changes is what the agent changed in the workspace.
+// Changes is what the agent changed in the workspace (or in the wider
+// mount the sandbox gave it; see RelativeTo).
 type Changes struct {
 	FilesChanged int      `json:"files_changed"`
 	Insertions   int      `json:"insertions"`
@@ -232,7 +233,16 @@ type Changes struct {
 	RiskyPathsOmitted int    `json:"risky_paths_omitted"`
 	CheckModified     bool   `json:"check_modified"`
 	PatchSHA256       string `json:"patch_sha256,omitempty"`
+	// RelativeTo says what the paths are relative to: RelativeToMount when
+	// the sandbox mounted a folder wider than the workspace (sandbox.mount,
+	// e.g. the repository root of a subfolder workspace) and the changes
+	// cover all of it; absent (""): the workspace. Additive.
+	RelativeTo string `json:"relative_to,omitempty"`
 }
+
+// RelativeToMount is Changes.RelativeTo when paths are relative to the
+// sandbox's mount (sandbox.mount), not to the workspace.
+const RelativeToMount = "mount"
 
 // Failure carries the cause of a failure shape and cause-specific fields.
 // It marshals flat: {"cause": "exit_status", "exit_code": 2, …} (see

@@ -379,7 +379,7 @@ func requiredOnly(d Document) Document {
 	if c := d.Changes; c != nil { // the counts and check_modified survive
 		out.Changes = &Changes{FilesChanged: c.FilesChanged, Insertions: c.Insertions, Deletions: c.Deletions,
 			RiskyPaths: []string{}, RiskyPathsOmitted: len(c.RiskyPaths) + c.RiskyPathsOmitted,
-			CheckModified: c.CheckModified}
+			CheckModified: c.CheckModified, RelativeTo: Cap(c.RelativeTo, 48)}
 	}
 	if d.ModelsServed != nil && d.Status == StatusSuccess {
 		out.ModelsServed = []ModelServed{}

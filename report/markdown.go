@@ -477,6 +477,9 @@ func mdChanges(d Document) string {
 		}
 		fmt.Fprintf(&b, "- … and %d more risky %s, not listed\n", c.RiskyPathsOmitted, noun)
 	}
+	if c.RelativeTo == RelativeToMount {
+		b.WriteString("\n_Paths are relative to the sandbox's mount (wider than the workspace), not to the workspace._\n")
+	}
 	return b.String()
 }
 

@@ -164,6 +164,7 @@ func normalize(d *Document, red *Redactor) {
 		c.Insertions = max(c.Insertions, 0)
 		c.Deletions = max(c.Deletions, 0)
 		c.PatchSHA256 = line(c.PatchSHA256, NameCap)
+		c.RelativeTo = line(c.RelativeTo, NameCap)
 		c.RiskyPathsOmitted = max(c.RiskyPathsOmitted, 0)
 		total := len(c.RiskyPaths) + c.RiskyPathsOmitted
 		c.RiskyPaths = boundList(c.RiskyPaths, red, RiskyPathsMax, func(n int) {

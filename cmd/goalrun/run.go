@@ -301,9 +301,6 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	}
 	ev := report.NewEvidence().SetRedactor(red)
 	lc.Evidence = ev
-	tracker := goal.NewWorkspaceTracker(cfg.dir, goal.ChangeOptions{Check: cfg.until, Evidence: ev})
-	defer tracker.Close()
-	lc.Tracker = tracker
 
 	start := eng.now()
 	sb, err := eng.sandboxes.start(ctx, cfg, sandboxConfig(cfg))
@@ -324,6 +321,16 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 		sb.Close(cctx)
 	}()
 	posture := sb.Posture()
+	// The tracker covers what the sandbox let the agent write: the mount
+	// when it is wider than the workspace (a repository root), paths then
+	// relative to it (changes.relative_to "mount").
+	trackOpt := goal.ChangeOptions{Check: cfg.until, Evidence: ev}
+	if posture.Mount != nil {
+		trackOpt.Root = *posture.Mount
+	}
+	tracker := goal.NewWorkspaceTracker(cfg.dir, trackOpt)
+	defer tracker.Close()
+	lc.Tracker = tracker
 	started := map[string]any{"goal": firstNonEmpty(cfg.until, cfg.inferUntil), "agent": cfg.agent, "sandbox": posture}
 	if cfg.model != "" {
 		started["model"] = cfg.model
