@@ -255,7 +255,7 @@ func (l *loop) run(parent context.Context) {
 	// Only reached when the last turn neither passed nor halted itself
 	// (it always does; kept so the loop can never end without a verdict).
 	if !l.halted {
-		l.halt(report.HaltMaxIterations, fmt.Sprintf("The goal was not met after %d agent turns (--max-iterations).", l.cfg.MaxIterations))
+		l.halt(report.HaltMaxIterations, maxIterationsReason(l.cfg.MaxIterations))
 	}
 }
 
@@ -375,7 +375,7 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 		halt, reason = report.HaltAgentError, fmt.Sprintf("Agent turn %d failed (%s).", i, firstNonEmpty(tr.Cause, "turn_failed"))
 	}
 	if halt == "" && i == l.cfg.MaxIterations {
-		halt, reason = report.HaltMaxIterations, fmt.Sprintf("The goal was not met after %d agent turns (--max-iterations).", l.cfg.MaxIterations)
+		halt, reason = report.HaltMaxIterations, maxIterationsReason(l.cfg.MaxIterations)
 	}
 	l.emitEvaluated(i, met, grounded, why, halt, reason)
 	switch {
@@ -520,6 +520,15 @@ func (l *loop) checkNotRunnable(cr CheckRun, err error) {
 	l.fail(report.ErrCheckNotRunnable, "check_not_runnable", msg, detail,
 		"Make sure the check command exists in the sandbox image and is executable.",
 		"Try the check command in the workspace by hand; it should exit 0 when the goal is met.")
+}
+
+// maxIterationsReason is the halt reason for max_iterations after n turns.
+func maxIterationsReason(n int) string {
+	turns := "agent turns"
+	if n == 1 {
+		turns = "agent turn"
+	}
+	return fmt.Sprintf("The goal was not met after %d %s (--max-iterations).", n, turns)
 }
 
 // NoExitCode is the exit code recorded for a check that was stopped (by a
