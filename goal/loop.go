@@ -531,6 +531,13 @@ func maxIterationsReason(n int) string {
 	return fmt.Sprintf("The goal was not met after %d %s (--max-iterations).", n, turns)
 }
 
+// Causes of an agent turn's failure that the sandbox, not the agent's
+// output, decides (failure.cause in the document).
+const (
+	CauseStepTimeout = "step_timeout" // killed at --step-timeout
+	CauseOOM         = "oom"          // killed for the sandbox's memory limit
+)
+
 // NoExitCode is the exit code recorded for a check that was stopped (by a
 // time limit or a signal) without an exit status of its own.
 const NoExitCode = -1
@@ -664,6 +671,8 @@ type turnStep struct {
 	exitCode   int
 	stderrTail string // the last agentStderrKeep bytes of stderr, trimmed
 	stderrSize int64  // stderr's total length when the tail is not all of it, else 0
+	timedOut   bool   // killed at --step-timeout
+	oomKilled  bool   // killed by the kernel for the sandbox's memory limit
 }
 
 // turnFailure builds the failure of agent turn i that ended tr: the
@@ -692,6 +701,12 @@ func (l *loop) turnFailure(i int, step turnStep, tr agent.TurnResult) (msg strin
 			msg += "; its stdout ends with: " + t
 		}
 	}
+	if step.timedOut {
+		detail["timed_out"] = true
+	}
+	if step.oomKilled {
+		detail["oom_killed"] = true
+	}
 	if tr.Cause == agent.CauseEgressRefused {
 		return l.egressFailure(i, msg, detail)
 	}
@@ -699,6 +714,12 @@ func (l *loop) turnFailure(i int, step turnStep, tr agent.TurnResult) (msg strin
 	advice = "Read the agent's output in the events for the reason it failed."
 	if len(tails) > 0 {
 		advice = "Read the end of the agent's output in the message and in the failure's " + strings.Join(tails, " and ") + " for the reason it failed."
+	}
+	switch {
+	case step.oomKilled:
+		advice = "The agent ran out of memory in the sandbox (failure.oom_killed): give the task less to hold at once, or run it in a sandbox with more memory."
+	case step.timedOut:
+		advice = "The agent turn hit --step-timeout (failure.timed_out): raise --step-timeout, or give the agent a smaller task per turn."
 	}
 	return msg, detail, advice
 }
@@ -770,7 +791,8 @@ func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult
 	start := l.now()
 	res, err := l.cfg.Sandbox.Exec(stepCtx, cmd)
 	errOut := stderr.Output()
-	step := turnStep{duration: l.now().Sub(start), exitCode: res.ExitCode, stderrTail: strings.TrimSpace(string(errOut.Tail))}
+	step := turnStep{duration: l.now().Sub(start), exitCode: res.ExitCode, stderrTail: strings.TrimSpace(string(errOut.Tail)),
+		timedOut: res.TimedOut, oomKilled: res.OOMKilled}
 	if errOut.Truncated { // else the trimmed tail is the whole stream
 		step.stderrSize = errOut.Bytes
 	}
@@ -779,9 +801,23 @@ func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult
 	}
 	st.Close()
 	tr := parser.End(res.ExitCode, emit)
-	if res.TimedOut && tr.Status == agent.StatusSuccess {
-		tr.Status, tr.Cause = agent.StatusFailed, "step_timeout"
-		tr.Message = fmt.Sprintf("the agent turn ran longer than --step-timeout (%s) and was killed", l.cfg.StepTimeout)
+	// A kill by the sandbox explains the turn's end better than what the
+	// parser saw of it (exit 143 or 137, no result event), unless the
+	// parser already knows a more specific cause.
+	if (res.TimedOut || res.OOMKilled) && tr.Cause != agent.CauseAuthRequired && tr.Cause != agent.CauseEgressRefused {
+		why := fmt.Sprintf("the agent turn ran longer than --step-timeout (%s) and was killed", l.cfg.StepTimeout)
+		tr.Cause = CauseStepTimeout
+		if res.OOMKilled {
+			why = "the agent was killed for exceeding the sandbox's memory limit"
+			if m := l.cfg.Sandbox.Posture().MemoryBytes; m > 0 {
+				why += fmt.Sprintf(" (%d MiB)", m>>20)
+			}
+			tr.Cause = CauseOOM
+		}
+		if tr.Status == agent.StatusFailed && tr.Message != "" {
+			why += "; before that: " + tr.Message
+		}
+		tr.Status, tr.Message = agent.StatusFailed, why
 	}
 	l.endTurn(i, tr)
 	return step, tr, nil

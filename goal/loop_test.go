@@ -348,6 +348,11 @@ func TestLoopStepTimeoutFailsTheTurn(t *testing.T) {
 	if out.Halt != report.HaltAgentError {
 		t.Errorf("halt %q, want agent_error", out.Halt)
 	}
+	// The sandbox's kill explains the turn, not the exit status it caused.
+	f := out.Failure
+	if f == nil || f.Cause != goal.CauseStepTimeout || f.Detail["timed_out"] != true || !strings.Contains(f.Message, "--step-timeout") {
+		t.Errorf("failure %+v, want cause %s, timed_out and the flag named", f, goal.CauseStepTimeout)
+	}
 }
 
 func TestBadConfig(t *testing.T) {
@@ -578,6 +583,29 @@ func (b broken) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, erro
 		return sandbox.Result{}, errors.New("engine connection reset")
 	}
 	return b.Sandbox.Exec(ctx, cmd)
+}
+
+// oomKilling is a sandbox that reports every agent step as killed for its
+// memory limit, as the Docker sandbox does from the Engine's oom event.
+type oomKilling struct{ sandbox.Sandbox }
+
+func (o oomKilling) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	res, err := o.Sandbox.Exec(ctx, cmd)
+	if cmd.Role == sandbox.RoleAgent && err == nil {
+		res.ExitCode, res.OOMKilled = 137, true
+	}
+	return res, err
+}
+
+func TestLoopAgentOOMKilled(t *testing.T) {
+	dir := workspace(t, nil)
+	out := run(t, context.Background(), goal.Config{
+		Sandbox: oomKilling{local(t, dir)}, Adapter: agent.Command{}, AgentBin: "true", Check: "false",
+	})
+	f := out.Failure
+	if out.Halt != report.HaltAgentError || f == nil || f.Cause != goal.CauseOOM || f.Detail["oom_killed"] != true || !strings.Contains(f.Message, "memory limit") {
+		t.Errorf("halt %q failure %+v, want agent_error with cause %s and oom_killed", out.Halt, f, goal.CauseOOM)
+	}
 }
 
 func TestLoopSandboxFailures(t *testing.T) {
