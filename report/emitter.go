@@ -336,11 +336,22 @@ func (p *ProgressSink) Emit(ev Event) {
 		return
 	}
 	at := ev.Time.Sub(p.start).Seconds()
-	line := fmt.Sprintf("[%5.1fs] %s", at, Cap(flat(text), ProgressLineBytes))
-	if _, err := io.WriteString(p.w, line+"\n"); err != nil {
+	var b strings.Builder
+	for i, t := range strings.Split(text, progressBreak) { // each line capped on its own
+		if i == 0 {
+			fmt.Fprintf(&b, "[%5.1fs] %s\n", at, Cap(flat(t), ProgressLineBytes))
+		} else {
+			fmt.Fprintf(&b, "         %s\n", Cap(flat(t), ProgressLineBytes))
+		}
+	}
+	if _, err := io.WriteString(p.w, b.String()); err != nil {
 		p.err = fmt.Errorf("report: writing progress: %w", err)
 	}
 }
+
+// progressBreak separates an event's lines in progressText; what the
+// agent wrote is folded onto one line first, so it never makes one.
+const progressBreak = "\x00"
 
 // progressText is the line for one event ("" for none).
 func progressText(ev Event) string {
@@ -379,8 +390,8 @@ func progressText(ev Event) string {
 			b.WriteString("  " + dg)
 		}
 		writeSeconds(&b, d)
-		if n := str(d, "fallback_notice"); n != "" {
-			b.WriteString("  WARNING: " + n)
+		if n := str(d, "fallback_notice"); n != "" { // on a line of its own, never cut short by the line cap
+			b.WriteString(progressBreak + "WARNING: " + n)
 		}
 	case EventCheckStarted:
 		return ""

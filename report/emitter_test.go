@@ -88,7 +88,7 @@ func TestProgressSink(t *testing.T) {
 	e := NewEmitter(NewProgressSink(&out), nil, fakeClock(700*time.Millisecond))
 	scriptedRun(e)
 	for i, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
-		if !strings.HasPrefix(line, "[") || len(line) > ProgressLineBytes+12 {
+		if !(strings.HasPrefix(line, "[") || strings.HasPrefix(line, "         WARNING: ")) || len(line) > ProgressLineBytes+12 {
 			t.Errorf("line %d is not a progress line: %q", i, line)
 		}
 	}
