@@ -48,7 +48,7 @@ func MarkdownWith(d Document, o MarkdownOptions) string {
 	if err := json.Unmarshal(doc, &decoded); err == nil {
 		d = decoded
 	}
-	title := "### " + titleEmoji(d) + " " + mdText(Headline(d)) + "\n"
+	title := "### " + titleEmoji(d) + " " + mdText(Cap(Headline(d), TitleBytes)) + "\n"
 	details := fmt.Sprintf("<details><summary>goalrun/1 document (%d bytes)</summary>\n\n````json\n%s\n````\n\n</details>\n", len(doc), doc)
 
 	var sections []string
@@ -137,6 +137,8 @@ func Headline(d Document) string {
 			parts = append(parts, "goal met", "ungrounded")
 		case g.Check == "":
 			parts = append(parts, "goal not met", "ungrounded (a judge's word)")
+		case d.Error == ErrCheckNotRunnable:
+			parts = append(parts, "goal not met", "ungrounded: the check could not run")
 		default:
 			parts = append(parts, "goal not met", "ungrounded: check failing")
 		}
@@ -152,33 +154,22 @@ func Headline(d Document) string {
 			parts = append(parts, strconv.Itoa(g.Iterations)+" iterations")
 		}
 	}
-	var tail []string
 	if d.Conclusion != "" {
-		tail = append(tail, "conclusion "+d.Conclusion)
+		parts = append(parts, "conclusion "+d.Conclusion)
 	}
+	// The failure's message comes last and whole (folded onto one line):
+	// whoever shows the headline cuts it once at its own bound (the
+	// terminal event at BriefCap, the markdown title at TitleBytes), so a
+	// cut never runs through an earlier cut's marker.
 	if d.Status != StatusSuccess && d.Message != "" {
-		// The message gets what is left of BriefCap (the terminal event's
-		// cap), at least headlineMessageMin bytes, so the event's cap does
-		// not cut a second time through this cut's marker.
-		rest := BriefCap - len(strings.Join(append(append([]string{}, parts...), tail...), " · ")) - len(" · ")
-		if len(parts)+len(tail) == 0 {
-			rest = BriefCap
-		}
-		msg, n := Fold(d.Message), max(rest-headlineMarkerBytes, headlineMessageMin)
-		if len(msg) > n+headlineMarkerBytes { // else the marker would cost more than it saves
-			msg = Cap(msg, n)
-		}
-		parts = append(parts, msg)
+		parts = append(parts, Fold(d.Message))
 	}
-	return strings.Join(append(parts, tail...), " · ")
+	return strings.Join(parts, " · ")
 }
 
-// headlineMessageMin is the least of a failure's message a headline shows;
-// headlineMarkerBytes is room for Cap's marker with numbers below 10^6.
-const (
-	headlineMessageMin  = 40
-	headlineMarkerBytes = 64
-)
+// TitleBytes bounds the markdown title's headline (GitHub shows the title
+// on one line; the message is quoted in full below it).
+const TitleBytes = 300
 
 // titleEmoji is the title's status sign.
 func titleEmoji(d Document) string {
@@ -252,7 +243,7 @@ func mdFacts(d Document) string {
 	if g := d.Goal; g != nil && g.HaltReason != "" {
 		parts = append(parts, "halt reason: "+mdText(g.HaltReason))
 	}
-	if d.Turns != nil {
+	if d.Turns != nil && (d.Agent == nil || d.Agent.Name != "command") { // the command agent has no model turns
 		// turns are the agent's own model round trips, summed over its
 		// invocations (an iteration is one invocation).
 		parts = append(parts, count(*d.Turns, "model turn"))

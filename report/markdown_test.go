@@ -199,8 +199,8 @@ func TestHeadline(t *testing.T) {
 		{"not met", Finish(notMetRun(), nil), "goal not met · ungrounded: check failing · halted: max_iterations · 5 iterations · conclusion failure"},
 		{"judge said met", Finish(judgedRun(true), nil), "goal met · ungrounded (a judge's word) · 2 iterations · conclusion neutral"},
 		{"judge said not met", Finish(judgedRun(false), nil), "goal not met · ungrounded (a judge's word) · 2 iterations · conclusion failure"},
-		{"error", Finish(agentFailedRun(), nil), "error AgentFailed · goal not met · ungrounded: check failing · 1 iteration · claude exited 1 without a result event: \"Error: connect ECONNREFUSED 127.0.0.1:443\" · conclusion failure"},
-		{"startup", StartupError(ErrBadInput, "bad flag"), "error BadInput · bad flag · conclusion failure"},
+		{"error", Finish(agentFailedRun(), nil), "error AgentFailed · goal not met · ungrounded: check failing · 1 iteration · conclusion failure · claude exited 1 without a result event: \"Error: connect ECONNREFUSED 127.0.0.1:443\""},
+		{"startup", StartupError(ErrBadInput, "bad flag"), "error BadInput · conclusion failure · bad flag"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			validate(t, Encode(tc.doc))

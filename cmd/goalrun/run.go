@@ -109,7 +109,9 @@ func writeDocument(w io.Writer, doc report.Document) {
 // writeShortResult is the human result on stdout: the headline, then the
 // summary or the failure's message, then where the document went.
 func writeShortResult(w io.Writer, doc report.Document, cfg runConfig) {
-	fmt.Fprintf(w, "goalrun: %s\n", terminalText(report.Headline(doc)))
+	brief := doc
+	brief.Message = "" // printed whole below
+	fmt.Fprintf(w, "goalrun: %s\n", terminalText(report.Headline(brief)))
 	switch {
 	case doc.Summary != nil && strings.TrimSpace(*doc.Summary) != "":
 		fmt.Fprintf(w, "\n%s\n", terminalText(strings.TrimSpace(*doc.Summary)))
