@@ -704,6 +704,13 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 			return badInput("%s applies to the Docker sandbox; --sandbox local works in the workdir itself", src("workspace"))
 		}
 	}
+	if cfg.net == sandbox.NetworkNone {
+		// A model-backed agent with no network can only retry until its
+		// turn times out: refuse at once.
+		if spec, err := agent.SpecOf(cfg.agent); err == nil && spec.API.URL != "" {
+			return badInput("%s none: the %s agent must reach its model API (%s), and with no network it can only retry until --step-timeout; use egress (the default: only the model API is reachable), or the command agent", src("network"), cfg.agent, spec.API.URL)
+		}
+	}
 	for i, h := range cfg.allowHosts {
 		norm, err := egress.ParseAllowEntry(h)
 		if err != nil {

@@ -373,6 +373,7 @@ func TestStartupErrors(t *testing.T) {
 		{"bad sandbox", "", []string{"--until", "true", "--sandbox", "podman"}, 2, report.ErrBadInput, []string{"--sandbox", "podman"}},
 		{"bad network", "", []string{"--until", "true", "--network", "wifi"}, 2, report.ErrBadInput, []string{"--network", "wifi"}},
 		{"network the host cannot enforce", "", []string{"--until", "true", "--sandbox", "local", "--network", "none"}, 2, report.ErrBadInput, []string{"--network", "local"}},
+		{"model-backed agent without a network", "", []string{"--until", "true", "--agent", "claude", "--network", "none"}, 2, report.ErrBadInput, []string{"--network none", "claude", "https://api.anthropic.com", "egress"}},
 		{"allow-host with a scheme", "", []string{"--until", "true", "--allow-host", "https://api.example.com"}, 2, report.ErrBadInput, []string{"--allow-host", "scheme"}},
 		{"two task sources", "", []string{"--until", "true", "--prompt", "a", "b"}, 2, report.ErrBadInput, []string{"more than once"}},
 		{"missing prompt file", "", []string{"--until", "true", "--prompt-file", "nope.txt"}, 2, report.ErrBadInput, []string{"--prompt-file", "nope.txt"}},

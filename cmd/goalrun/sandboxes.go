@@ -170,7 +170,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		if err != nil {
 			cli.Close()
 			return nil, &startupError{code: report.ErrSandboxFailed, message: err.Error(),
-				suggestions: []string{"Use a statically linked goalrun (built with cgo disabled) for the egress network, or choose the network none."}}
+				suggestions: []string{"Use a statically linked goalrun for the egress network: build it with cgo disabled (CGO_ENABLED=0) and run that build."}}
 		}
 		cfg.RelayBinary = exe
 	}
