@@ -84,7 +84,8 @@ goalrun is also a container action (` + "`runs: using: docker, image: Dockerfile
 engine as ` + "`goalrun run`" + `, with a live check run on the pull request's head commit, one sticky pull request comment,
 the report and a mermaid chart of the iteration timings in the job summary, and step outputs. Workflows for a pull
 request check, a ` + "`/goalrun`" + ` comment bot and a nightly fix job over a matrix are in
-[examples/workflows](examples/workflows).
+[examples/workflows](examples/workflows). In them ` + "`goalrun/goalrun@v1`" + ` stands for the release you use: pin a release
+tag or, better, a full commit SHA of this repository.
 
 **The sandbox image.** The action's container is a static goalrun on ` + "`scratch`" + `: it has no agent CLI, no shell and
 no Go. Without ` + "`image:`" + ` goalrun would build its small default image from the files where it runs and mount the
