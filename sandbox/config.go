@@ -115,6 +115,18 @@ type Config struct {
 	Image string
 	// WorkspaceMode is bind, copy or auto (Docker only; "" means auto).
 	WorkspaceMode WorkspaceMode
+	// HostOwned are files goalrun itself writes during the run (its
+	// --output document, its --events log) that lie inside the workspace:
+	// slash paths relative to Workspace, "../x" allowed when the mount is
+	// widened to a repository root above the workspace (Posture.Mount).
+	// They are goalrun's, not the agent's: in copy mode they are never
+	// copied into the sandbox, and on copy-back nothing at or under them is
+	// written or removed, nor is a folder above them replaced by a non-folder
+	// or removed (Docker only; bind mode shares the files, and goalrun
+	// writes them through descriptors it opened before the run). Paths that
+	// land outside the mounted folder are ignored. StartDocker fails for an
+	// absolute path or one naming the workspace or the mount root itself.
+	HostOwned []string
 	// Mounts are extra bind mounts (Docker only).
 	Mounts []Mount
 	// User is "uid:gid" for the container; "" means the workspace owner

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -221,6 +222,106 @@ func TestDockerWidensToRepositoryRoot(t *testing.T) {
 			// after agent steps).
 			if b, err := os.ReadFile(filepath.Join(ws, "made-by-agent")); err != nil || string(b) != "agent\n" {
 				t.Errorf("host workspace: %q %v", b, err)
+			}
+		})
+	}
+}
+
+// TestDockerCopyModeHostOwned: in copy mode the files goalrun itself writes
+// during a run (Config.HostOwned: its --events log and --output document)
+// never enter the sandbox, and copy-back after an agent step neither
+// overwrites nor removes them, even when the agent wrote or deleted the same
+// paths inside; the agent's other changes still come back. Both a workspace
+// mounted itself and one widened to its repository root (a document above
+// the workspace) are covered.
+func TestDockerCopyModeHostOwned(t *testing.T) {
+	tests := []struct {
+		name string
+		// repo, when set, makes the workspace a subfolder of a git
+		// repository, so the mount is widened to the repository root.
+		repo  bool
+		owned []string // workspace-relative, as cmd/goalrun passes them
+	}{
+		{name: "workspace mount", owned: []string{"events.jsonl", "out/doc.json"}},
+		{name: "repository root mount", repo: true, owned: []string{"events.jsonl", "../doc.json"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := dockertest.Client(t)
+			top := t.TempDir()
+			ws := top
+			if tc.repo {
+				if err := os.Mkdir(filepath.Join(top, ".git"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				ws = filepath.Join(top, "sub")
+			}
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(os.MkdirAll(filepath.Join(ws, "out"), 0o755))
+			must(os.WriteFile(filepath.Join(ws, "a.txt"), []byte("before\n"), 0o644))
+			var files []string
+			for _, rel := range tc.owned {
+				p := filepath.Join(ws, filepath.FromSlash(rel))
+				files = append(files, p)
+				must(os.WriteFile(p, []byte("{\"type\":\"started\"}\n"), 0o644))
+			}
+
+			cfg := sandbox.Config{RunID: dockertest.RunID(t), Image: dockertest.Image(t, cli), Workspace: ws,
+				WorkspaceMode: sandbox.WorkspaceCopy, HostOwned: tc.owned, Lifetime: testLifetime}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			sb, err := sandbox.StartDocker(ctx, cli, cfg)
+			if err != nil {
+				t.Fatalf("StartDocker: %v", err)
+			}
+			defer sb.Close(context.Background())
+			if p := sb.Posture(); p.Workspace != sandbox.WorkspaceCopy || (tc.repo != (p.Mount != nil)) {
+				t.Fatalf("posture workspace %q mount %v, want copy (widened %v)", p.Workspace, p.Mount, tc.repo)
+			}
+
+			// goalrun keeps writing its files while the agent runs.
+			for _, p := range files {
+				f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+				must(err)
+				_, err = f.WriteString("{\"type\":\"turn\"}\n")
+				must(err)
+				must(f.Close())
+			}
+			script := "set -e\n"
+			for _, rel := range tc.owned {
+				script += fmt.Sprintf("if [ -e %[1]s ]; then echo 'visible: %[1]s'; fi\necho stale > %[1]s\n", rel)
+			}
+			script += "echo after > a.txt\n"
+			res := run(t, sb, sh(sandbox.RoleAgent, script))
+			if res.ExitCode != 0 {
+				t.Fatalf("agent step exit %d: %s %s", res.ExitCode, res.Stdout.Tail, res.Stderr.Tail)
+			}
+			if len(res.Stdout.Tail) != 0 {
+				t.Errorf("goalrun's own files were copied into the sandbox: %s", res.Stdout.Tail)
+			}
+			for _, p := range files {
+				if b, err := os.ReadFile(p); err != nil || string(b) != "{\"type\":\"started\"}\n{\"type\":\"turn\"}\n" {
+					t.Errorf("after copy-back %s = %q, %v; want goalrun's two lines untouched", p, b, err)
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(ws, "a.txt")); err != nil || string(b) != "after\n" {
+				t.Errorf("the agent's edit did not come back: a.txt = %q, %v", b, err)
+			}
+
+			// The agent deletes its copies: goalrun's files stay.
+			res = run(t, sb, sh(sandbox.RoleAgent, "rm -f "+strings.Join(tc.owned, " ")+" && rm -r out"))
+			if res.ExitCode != 0 {
+				t.Fatalf("agent step exit %d: %s", res.ExitCode, res.Stderr.Tail)
+			}
+			for _, p := range files {
+				if b, err := os.ReadFile(p); err != nil || !strings.HasPrefix(string(b), "{\"type\":\"started\"}\n") {
+					t.Errorf("after the agent deleted its copy, %s = %q, %v; want goalrun's file kept", p, b, err)
+				}
 			}
 		})
 	}

@@ -135,13 +135,13 @@ func TestApplyTarHostileTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	seen, err := applyTar(root, tr)
+	seen, err := applyTar(root, tr, nil)
 	if err != nil {
 		// An error is acceptable for the hostile entries as long as
 		// nothing escaped; report it for visibility.
 		t.Logf("applyTar: %v", err)
 	}
-	if err := removeUnseen(root, seen); err != nil {
+	if err := removeUnseen(root, seen, nil); err != nil {
 		t.Logf("removeUnseen: %v", err)
 	}
 
@@ -191,7 +191,7 @@ func TestTarTreeRoundTrip(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "x.sh"), []byte("#!/bin/sh\n"), 0o755)
 	os.Symlink("a/b/f", filepath.Join(src, "link"))
 	var buf bytes.Buffer
-	if err := tarTree(src, 1234, 5678, &buf); err != nil {
+	if err := tarTree(src, 1234, 5678, &buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(&buf)
@@ -213,8 +213,8 @@ func TestTarTreeRoundTrip(t *testing.T) {
 	dst := t.TempDir()
 	root, _ := os.OpenRoot(dst)
 	defer root.Close()
-	tarTree(src, 0, 0, &buf)
-	if _, err := applyTar(root, tar.NewReader(&buf)); err != nil {
+	tarTree(src, 0, 0, &buf, nil)
+	if _, err := applyTar(root, tar.NewReader(&buf), nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "link")); string(b) != "hello" {

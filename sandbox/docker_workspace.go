@@ -150,14 +150,68 @@ func dirExists(workspace, rel string) error {
 	return nil
 }
 
+// ownedPaths is the set of host-owned paths (Config.HostOwned) as slash
+// paths relative to the mounted folder (mountSrc).
+type ownedPaths map[string]bool
+
+// resolveHostOwned turns Config.HostOwned (relative to the workspace ws)
+// into paths relative to the mounted folder mountSrc (ws, or a repository
+// root above it), dropping those outside it. It fails for an absolute path
+// and for one that names the mounted folder, the workspace or a folder
+// holding the workspace: the agent's work would never come back.
+func resolveHostOwned(ws, mountSrc string, rels []string) (ownedPaths, error) {
+	owned := ownedPaths{}
+	for _, r := range rels {
+		if r == "" || path.IsAbs(r) || filepath.IsAbs(r) {
+			return nil, fmt.Errorf("sandbox: docker: host-owned path %q (Config.HostOwned) must be a path relative to the workspace %s", r, ws)
+		}
+		abs := filepath.Join(ws, filepath.FromSlash(r))
+		if abs == ws || isUnder(ws, abs) || abs == mountSrc {
+			return nil, fmt.Errorf("sandbox: docker: host-owned path %q (Config.HostOwned) names the workspace %s or a folder holding it; name goalrun's own files only (--output, --events)", r, ws)
+		}
+		rel, err := filepath.Rel(mountSrc, abs)
+		if err != nil || !filepath.IsLocal(rel) {
+			continue // outside the mount: the sandbox never has it
+		}
+		owned[filepath.ToSlash(rel)] = true
+	}
+	return owned, nil
+}
+
+// covers reports whether rel (a slash path relative to the mounted folder)
+// is a host-owned path or lies under one.
+func (o ownedPaths) covers(rel string) bool {
+	for p := range o {
+		if rel == p || strings.HasPrefix(rel, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reports whether rel is a folder above a host-owned path.
+func (o ownedPaths) holds(rel string) bool {
+	for p := range o {
+		if strings.HasPrefix(p, rel+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // copyIn puts the host workspace into the workspace volume through the
 // (created, not yet started) agent container. Files are owned by the
 // sandbox user; symlinks are copied as symlinks, never followed; sockets,
-// devices and fifos are skipped.
+// devices and fifos are skipped, and so are the host-owned paths
+// (Config.HostOwned).
 func (d *Docker) copyIn(ctx context.Context) error {
+	owned, err := resolveHostOwned(d.cfg.Workspace, d.mountSrc, d.cfg.HostOwned)
+	if err != nil {
+		return err
+	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarTree(d.mountSrc, d.uid, d.gid, pw)) }()
-	err := d.cli.CopyToContainer(ctx, d.agentID, DockerRoot, pr, container.CopyToContainerOptions{})
+	go func() { pw.CloseWithError(tarTree(d.mountSrc, d.uid, d.gid, pw, owned)) }()
+	err = d.cli.CopyToContainer(ctx, d.agentID, DockerRoot, pr, container.CopyToContainerOptions{})
 	pr.CloseWithError(err)
 	if err != nil {
 		return fmt.Errorf("sandbox: docker: copying the workspace %q into the sandbox: %w", d.mountSrc, err)
@@ -216,8 +270,9 @@ func (d *Docker) chownVolumeRoot(ctx context.Context) error {
 }
 
 // tarTree writes dir as a tar stream: "./" first (so the volume's root gets
-// the owner), then every entry in lexical order, names relative to dir.
-func tarTree(dir string, uid, gid int, w io.Writer) error {
+// the owner), then every entry in lexical order, names relative to dir,
+// leaving out what owned covers.
+func tarTree(dir string, uid, gid int, w io.Writer, owned ownedPaths) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	tw := tar.NewWriter(bw)
 	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
@@ -229,6 +284,12 @@ func tarTree(dir string, uid, gid int, w io.Writer) error {
 			return err
 		}
 		name := filepath.ToSlash(rel)
+		if owned.covers(name) {
+			if e.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
 		info, err := e.Info()
 		if err != nil {
 			return err
@@ -325,10 +386,16 @@ const compareLimit = 4 << 20
 // folders, symlinks and hardlinks inside the tree are taken, with
 // permission bits only (no setuid, setgid or sticky bits); files that did
 // not change are left alone, and host files the sandbox no longer has are
-// removed.
+// removed. The host-owned paths (Config.HostOwned) are goalrun's: nothing
+// at or under them is written or removed, and the folders above them stay
+// folders.
 func (d *Docker) copyOut(ctx context.Context) error {
 	d.copyOutMu.Lock()
 	defer d.copyOutMu.Unlock()
+	owned, err := resolveHostOwned(d.cfg.Workspace, d.mountSrc, d.cfg.HostOwned)
+	if err != nil {
+		return err
+	}
 	rc, _, err := d.cli.CopyFromContainer(ctx, d.agentID, DockerRoot+"/.")
 	if err != nil {
 		return fmt.Errorf("sandbox: docker: copying the workspace out of the sandbox: %w", err)
@@ -339,11 +406,11 @@ func (d *Docker) copyOut(ctx context.Context) error {
 		return fmt.Errorf("sandbox: docker: workspace %q: %w", d.mountSrc, err)
 	}
 	defer root.Close()
-	seen, err := applyTar(root, tar.NewReader(bufio.NewReaderSize(rc, 256<<10)))
+	seen, err := applyTar(root, tar.NewReader(bufio.NewReaderSize(rc, 256<<10)), owned)
 	if err != nil {
 		return fmt.Errorf("sandbox: docker: copying the workspace out of the sandbox into %q: %w", d.mountSrc, err)
 	}
-	if err := removeUnseen(root, seen); err != nil {
+	if err := removeUnseen(root, seen, owned); err != nil {
 		return fmt.Errorf("sandbox: docker: removing files the sandbox deleted from %q: %w", d.mountSrc, err)
 	}
 	return nil
@@ -369,8 +436,10 @@ func archiveRel(name string) (rel string, ok bool) {
 }
 
 // applyTar writes the archive's entries under root and returns the set of
-// relative paths it holds.
-func applyTar(root *os.Root, tr *tar.Reader) (map[string]bool, error) {
+// relative paths it holds. Entries at or under an owned path are skipped,
+// and so is an entry that would turn a folder above one into something
+// else.
+func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool, error) {
 	seen := map[string]bool{}
 	var buf bytes.Buffer
 	for {
@@ -384,6 +453,9 @@ func applyTar(root *os.Root, tr *tar.Reader) (map[string]bool, error) {
 		rel, ok := archiveRel(hdr.Name)
 		if !ok || rel == "" {
 			continue
+		}
+		if owned.covers(rel) || (hdr.Typeflag != tar.TypeDir && owned.holds(rel)) {
+			continue // goalrun's own file, or the folder holding it
 		}
 		name := filepath.FromSlash(rel)
 		if !parentsAreFolders(root, rel) {
@@ -515,8 +587,9 @@ func writeFileIn(root *os.Root, name string, perm fs.FileMode, r io.Reader, hdr 
 }
 
 // removeUnseen removes what the workspace holds but the sandbox's tree no
-// longer does.
-func removeUnseen(root *os.Root, seen map[string]bool) error {
+// longer does, except what owned covers and the folders above it (whose
+// other entries are still removed when unseen).
+func removeUnseen(root *os.Root, seen map[string]bool, owned ownedPaths) error {
 	var gone []string
 	err := fs.WalkDir(root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -528,7 +601,13 @@ func removeUnseen(root *os.Root, seen map[string]bool) error {
 		if p == "." {
 			return nil
 		}
-		if !seen[p] {
+		if owned.covers(p) {
+			if e.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !seen[p] && !(e.IsDir() && owned.holds(p)) {
 			gone = append(gone, p)
 			if e.IsDir() {
 				return fs.SkipDir
