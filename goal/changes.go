@@ -63,6 +63,16 @@ type ChangeOptions struct {
 	// names Root's test.sh). "" or the workspace itself: the workspace
 	// alone. Baseline fails when the workspace is not inside Root.
 	Root string
+	// Ignore are files goalrun itself writes during the run (its --output
+	// document, its --events log): slash paths relative to the tracked root
+	// (Root when it is wider than the workspace, else the workspace). They
+	// are goalrun's, not the agent's changes, and are left out of every
+	// snapshot (so they never count as changed nor defeat the no-progress
+	// fingerprint). Only an entry at exactly such a path that is not a
+	// folder is left out: an agent that makes a folder there still shows
+	// everything in it. Baseline fails for a path that is absolute, empty,
+	// the root itself or leaves it.
+	Ignore []string
 }
 
 // WorkspaceTracker follows the workspace through a run without ever running
@@ -94,6 +104,7 @@ type WorkspaceTracker struct {
 	checkFiles map[string]bool
 	checkRun   map[string]bool // runners the check uses: make, npm, pytest, …
 	diff       *WorkspaceDiff
+	ignore     map[string]bool // ChangeOptions.Ignore, cleaned; set by Baseline
 }
 
 var _ Tracker = (*WorkspaceTracker)(nil)
@@ -134,6 +145,9 @@ func (t *WorkspaceTracker) Baseline(ctx context.Context) error {
 		return err
 	}
 	t.top, t.sub = top, sub
+	if t.ignore, err = ignoreSet(t.opt.Ignore); err != nil {
+		return err
+	}
 	if t.store == nil {
 		st, err := newBlobStore(t.opt.TempDir, t.opt.BaselineStoreBytes)
 		if err != nil {
@@ -148,6 +162,19 @@ func (t *WorkspaceTracker) Baseline(ctx context.Context) error {
 	t.base, t.last, t.diff = s, s, nil
 	t.checkFiles, t.checkRun = checkFilesOf(t.opt.Check, t.sub, s)
 	return nil
+}
+
+// ignoreSet validates and cleans ChangeOptions.Ignore.
+func ignoreSet(paths []string) (map[string]bool, error) {
+	set := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		c := path.Clean(filepath.ToSlash(p))
+		if p == "" || c == "." || !filepath.IsLocal(filepath.FromSlash(c)) {
+			return nil, fmt.Errorf("goal: workspace tracker: ignored path %q (ChangeOptions.Ignore) must name a file inside the tracked root, relative to it", p)
+		}
+		set[c] = true
+	}
+	return set, nil
 }
 
 // scanRoot returns the folder to scan for the workspace dir and the
@@ -391,6 +418,9 @@ func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot,
 				p := name
 				if dir != "." {
 					p = dir + "/" + name
+				}
+				if !d.IsDir() && t.ignore[p] {
+					continue // goalrun's own file (ChangeOptions.Ignore)
 				}
 				internal := gitInternal(p)
 				if internal {
