@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -134,6 +135,13 @@ type loop struct {
 	models   map[string]bool
 	usage    usageBook
 	turnHalt struct{ halt, reason string } // a budget halt raised mid-turn
+	// egress tracks model API retries goalrun's own egress proxy caused
+	// in the running turn (unreachable upstream: answered 502).
+	egress struct {
+		deniedAtStart int  // the sandbox's EgressDenied when the turn began
+		run           int  // consecutive 502 retries matched by new denials
+		stopped       bool // the turn was stopped for them
+	}
 }
 
 type pendingCall struct {
@@ -742,6 +750,9 @@ func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult
 	if turn.SessionID != "" {
 		data["session_id"] = turn.SessionID
 	}
+	l.mu.Lock()
+	l.egress.deniedAtStart, l.egress.run, l.egress.stopped = l.cfg.Sandbox.Posture().EgressDenied, 0, false
+	l.mu.Unlock()
 	l.events.Emit(report.EventAgentStarted, report.PhaseActing, fmt.Sprintf("agent turn %d: %s", i, l.cfg.Adapter.Name()), data)
 
 	stepCtx, stopStep := context.WithCancel(ctx)
@@ -801,6 +812,13 @@ func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult
 	}
 	st.Close()
 	tr := parser.End(res.ExitCode, emit)
+	l.mu.Lock()
+	egressStopped := l.egress.stopped
+	l.mu.Unlock()
+	if egressStopped && tr.Cause != agent.CauseAuthRequired {
+		tr.Status, tr.Cause = agent.StatusFailed, agent.CauseEgressRefused
+		tr.Message = fmt.Sprintf("the agent's model API requests were answered 502 by goalrun's egress proxy %d times in a row (it could not reach the model API); the turn was stopped instead of retrying for minutes", agent.AuthRetryLimit)
+	}
 	// A kill by the sandbox explains the turn's end better than what the
 	// parser saw of it (exit 143 or 137, no result event), unless the
 	// parser already knows a more specific cause.
@@ -904,7 +922,31 @@ func (l *loop) onEvent(i int, ev agent.Event) (stop bool) {
 			l.events.Emit(report.EventInferenceRetry, report.PhaseInference,
 				fmt.Sprintf("model API retry %d (HTTP %d), next in %d ms", ev.Retry.Attempt, ev.Retry.Status, ev.Retry.BackoffMS),
 				map[string]any{"attempt": ev.Retry.Attempt, "status": ev.Retry.Status, "backoff_ms": ev.Retry.BackoffMS})
+			return l.egressRetry(ev.Retry.Status)
 		}
+	}
+	return false
+}
+
+// egressRetry counts a model API retry against goalrun's egress proxy: a
+// 502 while the proxy recorded at least as many new refusals in this turn
+// is the proxy failing to reach the model API (no network, no DNS), which
+// retrying does not mend. After agent.AuthRetryLimit such retries in a row
+// the turn is stopped (true); agentTurn then reports it as
+// agent.CauseEgressRefused. The caller holds l.mu.
+func (l *loop) egressRetry(status int) (stop bool) {
+	if status != http.StatusBadGateway {
+		l.egress.run = 0
+		return false
+	}
+	if l.cfg.Sandbox.Posture().EgressDenied-l.egress.deniedAtStart <= l.egress.run {
+		l.egress.run = 0 // an upstream's own 502, not the proxy's
+		return false
+	}
+	l.egress.run++
+	if l.egress.run >= agent.AuthRetryLimit && !l.egress.stopped {
+		l.egress.stopped = true
+		return true
 	}
 	return false
 }

@@ -539,6 +539,53 @@ func TestLoopKillsAnAgentThatLingersAfterItsResult(t *testing.T) {
 	}
 }
 
+// refusingProxy is a sandbox whose egress proxy records one more refusal
+// each time its posture is read (grow), or never (a model API's own 502s).
+type refusingProxy struct {
+	sandbox.Sandbox
+	grow   bool
+	mu     sync.Mutex
+	denied int
+}
+
+func (r *refusingProxy) Posture() sandbox.Posture {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.Sandbox.Posture()
+	if r.grow {
+		r.denied++
+	}
+	p.EgressDenied = r.denied
+	return p
+}
+
+// TestLoopEgressRetryStorm: 502 retries that goalrun's own egress proxy
+// caused (it recorded new refusals meanwhile) stop the turn after two, as
+// egress_refused; an upstream's own 502s (no refusals) do not.
+func TestLoopEgressRetryStorm(t *testing.T) {
+	script := `printf 'RETRY 1 502 10\nRETRY 2 502 10\n'; sleep 2; touch finished; echo RESULT`
+	for _, tc := range []struct {
+		name     string
+		grow     bool
+		wantStop bool
+	}{
+		{"the proxy could not reach the model API", true, true},
+		{"the model API's own 502", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := workspace(t, nil)
+			sb := &refusingProxy{Sandbox: local(t, dir), grow: tc.grow}
+			out := run(t, context.Background(), goal.Config{
+				Sandbox: sb, Adapter: scripted{script: script}, Check: "false", MaxIterations: 1,
+			})
+			stopped := out.Failure != nil && out.Failure.Cause == agent.CauseEgressRefused
+			if stopped != tc.wantStop || exists(dir, "finished") == tc.wantStop {
+				t.Errorf("failure %+v, turn finished %v; want stopped as egress_refused: %v", out.Failure, exists(dir, "finished"), tc.wantStop)
+			}
+		})
+	}
+}
+
 func TestLoopAuthRequired(t *testing.T) {
 	dir := workspace(t, nil)
 	out := run(t, context.Background(), goal.Config{
