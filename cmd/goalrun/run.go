@@ -326,10 +326,13 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	// The tracker covers what the sandbox let the agent write: the mount
 	// when it is wider than the workspace (a repository root), paths then
 	// relative to it (changes.relative_to "mount").
+	// goalrun's own --output and --events are not the agent's changes.
 	trackOpt := goal.ChangeOptions{Check: cfg.until, Evidence: ev}
+	trackRoot := cfg.dir
 	if posture.Mount != nil {
-		trackOpt.Root = *posture.Mount
+		trackOpt.Root, trackRoot = *posture.Mount, *posture.Mount
 	}
+	trackOpt.Ignore = ownFilesRel(trackRoot, true, cfg.output, cfg.events)
 	tracker := goal.NewWorkspaceTracker(cfg.dir, trackOpt)
 	defer tracker.Close()
 	lc.Tracker = tracker
@@ -468,6 +471,8 @@ func sandboxConfig(cfg runConfig) sandbox.Config {
 		Upstreams:     cfg.upstreams,
 		Image:         cfg.image,
 		WorkspaceMode: sandbox.WorkspaceMode(cfg.workspace),
+		// The sandbox drops what lies outside its mount.
+		HostOwned: ownFilesRel(cfg.dir, false, cfg.output, cfg.events),
 	}
 	if cfg.net == sandbox.NetworkEgress {
 		c.AllowHosts = append(cfg.spec.AllowHosts(), cfg.allowHosts...)

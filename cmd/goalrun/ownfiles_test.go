@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/goalrun/goalrun/report"
+)
+
+// TestOwnFilesRel: goalrun's --output and --events, relative to the
+// workspace or the mount root, symlinks resolved, outside paths left out
+// for the tracker and kept as "../…" for the sandbox (which drops what lies
+// outside its mount).
+func TestOwnFilesRel(t *testing.T) {
+	top := t.TempDir()
+	ws := filepath.Join(top, "ws")
+	if err := os.MkdirAll(filepath.Join(ws, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(top, "link")
+	if err := os.Symlink(ws, link); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		base   string
+		inside bool
+		files  []string
+		want   []string
+	}{
+		{name: "both in the workspace", base: ws, inside: true, files: []string{filepath.Join(ws, "doc.json"), filepath.Join(ws, "out", "events.jsonl")}, want: []string{"doc.json", "out/events.jsonl"}},
+		{name: "unset flags are skipped", base: ws, inside: true, files: []string{"", ""}, want: nil},
+		{name: "a file reached through a symlinked folder", base: ws, inside: true, files: []string{filepath.Join(link, "doc.json")}, want: []string{"doc.json"}},
+		{name: "the workspace given through a symlink", base: link, inside: true, files: []string{filepath.Join(ws, "doc.json")}, want: []string{"doc.json"}},
+		{name: "outside the tracked root: left out", base: ws, inside: true, files: []string{filepath.Join(top, "doc.json"), "/dev/null"}, want: nil},
+		{name: "outside the workspace for the sandbox: relative", base: ws, inside: false, files: []string{filepath.Join(top, "doc.json")}, want: []string{"../doc.json"}},
+		{name: "a folder that does not exist", base: ws, inside: false, files: []string{filepath.Join(ws, "missing", "doc.json")}, want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ownFilesRel(tc.base, tc.inside, tc.files...); !slices.Equal(got, tc.want) {
+				t.Errorf("ownFilesRel = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestOwnFilesAreNotTheAgents is the newcomer's bug through the real
+// binary: --output and --events inside the workspace, a command agent that
+// changes one file. The events file is complete (the same events as the
+// --json stream on stderr, one terminal event last), --output holds the
+// document, and the changes count the agent's one file only — on the local
+// host, in a bind-mounted Docker workspace and in a copied one (where
+// copy-back had truncated the events file to the container's stale copy).
+func TestOwnFilesAreNotTheAgents(t *testing.T) {
+	tests := []struct {
+		name   string
+		docker bool
+		args   []string
+	}{
+		{name: "local", args: []string{"--sandbox", "local"}},
+		{name: "docker bind", docker: true, args: []string{"--workspace", "bind"}},
+		{name: "docker copy", docker: true, args: []string{"--workspace", "copy"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.docker {
+				dockerEngine(t)
+			}
+			ws := t.TempDir()
+			for name, body := range map[string]string{
+				"fix.sh":    "#!/bin/sh\necho fixed > state.txt\n",
+				"state.txt": "broken\n",
+			} {
+				if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.docker && slices.Contains(tc.args, "bind") && os.Getuid() == 0 {
+				// A bind workspace belongs to a user, as a checkout does.
+				for _, p := range []string{ws, filepath.Join(ws, "fix.sh"), filepath.Join(ws, "state.txt")} {
+					if err := os.Lchown(p, 1000, 1000); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			args := append([]string{"run", "--json", "--agent", "command", "--agent-bin", "./fix.sh",
+				"--until", "grep -q fixed state.txt", "--output", "doc.json", "--events", "events.jsonl"}, tc.args...)
+			r := goalrun(t, ws, nil, args...)
+			d := r.doc(t)
+			stderrEvents := r.events(t)
+			if r.code != 0 || get(d, "goal", "passed") != true {
+				t.Fatalf("exit %d goal %v, want the goal met\n%s", r.code, d["goal"], r.stderr)
+			}
+			if tc.docker {
+				if want := tc.args[1]; get(d, "sandbox", "workspace") != want {
+					t.Errorf("sandbox.workspace = %v, want %s", get(d, "sandbox", "workspace"), want)
+				}
+			}
+			if get(d, "changes", "files_changed") != 1.0 || get(d, "changes", "insertions") != 1.0 || get(d, "changes", "deletions") != 1.0 {
+				t.Errorf("changes = %v, want state.txt alone (1 file, +1 -1)", d["changes"])
+			}
+			if b, err := os.ReadFile(filepath.Join(ws, "state.txt")); err != nil || string(b) != "fixed\n" {
+				t.Errorf("state.txt = %q, %v; want the agent's fix", b, err)
+			}
+
+			doc, err := os.ReadFile(filepath.Join(ws, "doc.json"))
+			if err != nil || !bytes.Equal(bytes.TrimSpace(doc), bytes.TrimSpace(r.stdout)) {
+				t.Errorf("--output holds %d bytes (%v), want the document on stdout", len(doc), err)
+			}
+			evb, err := os.ReadFile(filepath.Join(ws, "events.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var evs []report.Event
+			sc := bufio.NewScanner(bytes.NewReader(evb))
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				var e report.Event
+				if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+					t.Fatalf("events.jsonl line is not an event: %v\n%s", err, sc.Text())
+				}
+				evs = append(evs, e)
+			}
+			if len(evs) != len(stderrEvents) || len(evs) == 0 || evs[len(evs)-1].Type != report.EventCompleted {
+				t.Fatalf("events.jsonl holds %d events (%d bytes), want all %d of the run ending with %s:\n%s",
+					len(evs), len(evb), len(stderrEvents), report.EventCompleted, evb)
+			}
+			for i := range evs {
+				if evs[i].Type != stderrEvents[i].Type || evs[i].Message != stderrEvents[i].Message {
+					t.Errorf("event %d: %s %q in events.jsonl, %s %q on stderr", i, evs[i].Type, evs[i].Message, stderrEvents[i].Type, stderrEvents[i].Message)
+				}
+			}
+		})
+	}
+}
