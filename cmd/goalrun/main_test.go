@@ -545,6 +545,37 @@ func TestResultFilesAreNotFollowed(t *testing.T) {
 			t.Errorf("exit %d message %q, want 2 refusing the pipe", r.code, msg)
 		}
 	})
+	t.Run("output below a planted folder link", func(t *testing.T) {
+		ws, target := t.TempDir(), hostFile(t)
+		if err := os.Symlink(filepath.Dir(target), filepath.Join(ws, "out")); err != nil {
+			t.Fatal(err)
+		}
+		r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
+			"--until", "true", "--output", "out/bashrc")
+		untouched(t, target)
+		if d := r.doc(t); r.code != 2 || !strings.Contains(d["message"].(string), "symbolic link") {
+			t.Errorf("exit %d message %v, want 2 naming the link", r.code, d["message"])
+		}
+	})
+	t.Run("output that is a hard link", func(t *testing.T) {
+		ws, target := t.TempDir(), hostFile(t)
+		if err := os.Link(target, filepath.Join(ws, "doc.json")); err != nil {
+			t.Skip("no hard link across these folders:", err)
+		}
+		r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
+			"--until", "true", "--output", "doc.json")
+		untouched(t, target)
+		if d := r.doc(t); r.code != 2 || !strings.Contains(d["message"].(string), "hard links") {
+			t.Errorf("exit %d message %v, want 2 naming the hard link", r.code, d["message"])
+		}
+	})
+	t.Run("output /dev/stdout", func(t *testing.T) {
+		r := goalrun(t, t.TempDir(), nil, "run", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
+			"--until", "true", "--output", "/dev/stdout")
+		if r.code != 0 || !bytes.Contains(r.stdout, []byte(`"schema":"goalrun/1"`)) {
+			t.Errorf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+	})
 	t.Run("output /dev/null", func(t *testing.T) {
 		r := goalrun(t, t.TempDir(), nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
 			"--until", "true", "--output", "/dev/null")

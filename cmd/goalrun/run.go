@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -161,6 +162,9 @@ func terminalText(s string) string {
 // writeOutput writes it: a --output that could not be written is never
 // named as where the document is.
 func outputHolds(path string, doc report.Document) bool {
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		return false // /dev/stdout (reading a pipe's other end would block), a link
+	}
 	b, err := os.ReadFile(path)
 	return err == nil && bytes.Equal(b, append(report.Encode(doc), '\n'))
 }
@@ -255,7 +259,7 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 		}
 	}()
 	if cfg.events != "" {
-		f, err := openResultFile(cfg.events)
+		f, err := openResultFile(cfg.events, cfg.dir)
 		if err != nil {
 			e := report.NewEmitter(report.Tee(sinks...), red, eng.now)
 			doc := report.FailStartup(e, report.ErrBadInput, fmt.Sprintf("--events %s: %v", cfg.events, err))
@@ -275,7 +279,7 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 		return doc, exitCodeFor(doc)
 	}
 	if cfg.output != "" { // fail before the run, not after it
-		f, err := openResultFile(cfg.output)
+		f, err := openResultFile(cfg.output, cfg.dir)
 		if err != nil {
 			return fail(badInput("--output %s: %v", cfg.output, err))
 		}
@@ -390,6 +394,12 @@ func writeOutput(f *os.File, path string, doc report.Document, warn io.Writer) {
 		return
 	}
 	b := append(report.Encode(doc), '\n')
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() { // /dev/stdout, a terminal
+		if _, err := f.Write(b); err != nil && warn != nil {
+			fmt.Fprintf(warn, "goalrun: writing --output %s: %v\n", path, err)
+		}
+		return
+	}
 	err := f.Truncate(0)
 	if err == nil {
 		_, err = f.WriteAt(b, 0)
@@ -417,8 +427,30 @@ func stillAt(f *os.File, path string) bool {
 // that had the workspace in an earlier run may have planted one pointing
 // at a host file) and anything that is not a regular file or a character
 // device (such as a FIFO that would block). Errors name the reason.
-func openResultFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+func openResultFile(path, workspace string) (*os.File, error) {
+	const flags = os.O_WRONLY | os.O_CREATE | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	var f *os.File
+	var err error
+	dev := strings.HasPrefix(filepath.Clean(path), "/dev/")
+	if rel, inside := underWorkspace(path, workspace); inside {
+		// An agent could have planted links anywhere in the workspace,
+		// also in a folder of the path: open it through os.Root, which
+		// never leaves the workspace.
+		var root *os.Root
+		if root, err = os.OpenRoot(workspace); err != nil {
+			return nil, err
+		}
+		f, err = root.OpenFile(rel, flags, 0o644)
+		root.Close()
+		if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
+			return nil, fmt.Errorf("a symbolic link in its path leads out of the workspace; goalrun does not write through links (one in a workspace may have been planted by an agent), name a real folder")
+		}
+	} else if dev {
+		// /dev/stdout, /dev/stderr, /dev/fd/N are links no agent can plant.
+		f, err = os.OpenFile(path, os.O_WRONLY, 0)
+	} else {
+		f, err = os.OpenFile(path, flags, 0o644)
+	}
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, fmt.Errorf("it is a symbolic link; goalrun does not write through links (one in a workspace may have been planted by an agent), name the file itself")
 	}
@@ -431,7 +463,12 @@ func openResultFile(path string) (*os.File, error) {
 		return nil, err
 	}
 	switch m := fi.Mode(); {
+	case dev: // a terminal, a pipe, /dev/null: written as they are
 	case m.IsRegular():
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			f.Close()
+			return nil, fmt.Errorf("it has %d hard links; goalrun does not write a file that has other names (one may be a host file an agent linked), name a new file", st.Nlink)
+		}
 		if err := f.Truncate(0); err != nil {
 			f.Close()
 			return nil, err
@@ -442,6 +479,29 @@ func openResultFile(path string) (*os.File, error) {
 		return nil, fmt.Errorf("it is a %s, not a regular file", fileKind(m))
 	}
 	return f, nil
+}
+
+// underWorkspace reports whether path lies inside the workspace folder and
+// its path relative to it (both made absolute; the workspace's own links
+// resolved, which the user chose).
+func underWorkspace(path, workspace string) (rel string, inside bool) {
+	if workspace == "" {
+		return "", false
+	}
+	ws, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return "", false
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", false
+	}
+	for _, w := range []string{workspace, ws} {
+		if r, err := filepath.Rel(w, abs); err == nil && filepath.IsLocal(r) {
+			return r, true
+		}
+	}
+	return "", false
 }
 
 // fileKind names a non-regular file mode for errors.
