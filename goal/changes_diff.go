@@ -106,8 +106,21 @@ func (d *WorkspaceDiff) Report() *report.Changes {
 	if d.Root != "" {
 		c.RelativeTo = report.RelativeToMount
 	}
+	if d.Truncated {
+		// Past MaxFiles nothing is compared: a changed check file or a
+		// planted workflow could hide there, so the report says so first
+		// and a pass is not taken as untouched (check_modified: neutral).
+		c.RiskyPaths = append([]string{IncompleteChanges}, c.RiskyPaths...)
+		c.CheckModified = true
+	}
 	return c
 }
+
+// IncompleteChanges heads changes.risky_paths when the workspace held more
+// files than the tracker compares (ChangeOptions.MaxFiles): the report
+// then covers only part of the tree, and check_modified is set because the
+// rest could hide a changed check file.
+const IncompleteChanges = "(too many files: the change report covers only part of the workspace)"
 
 // gitMode is the git-style mode of an entry.
 func gitMode(e *entry) string {

@@ -570,8 +570,13 @@ func TestChangesRespectsMaxFiles(t *testing.T) {
 	if err := tr.Baseline(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if d := chDiff(t, tr); !d.Truncated {
+	d := chDiff(t, tr)
+	if !d.Truncated {
 		t.Errorf("20 files with MaxFiles 5 not marked truncated")
+	}
+	// The document says so first and does not take a pass as untouched.
+	if c := d.Report(); len(c.RiskyPaths) == 0 || c.RiskyPaths[0] != IncompleteChanges || !c.CheckModified {
+		t.Errorf("report of a truncated diff: risky %q check_modified %v", c.RiskyPaths, c.CheckModified)
 	}
 }
 
