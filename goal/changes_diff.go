@@ -339,7 +339,7 @@ var riskOrder = []string{riskCheck, riskTest, riskLinkOut, riskLinkAbs, riskHard
 func (t *WorkspaceTracker) classify(fc *FileChange, o, n *entry, oldText, newText []byte, oldOK, newOK bool) {
 	p := fc.Path
 	add := func(r string) { fc.Risky = append(fc.Risky, r) }
-	if t.checkFiles[p] {
+	if t.checkFiles[p] || runnerConfig(p, t.sub, t.checkRun) {
 		fc.CheckFile = true
 		add(riskCheck)
 	} else if isTestFile(p) {
@@ -659,28 +659,43 @@ func checkFilesOf(check, sub string, base *snapshot) (map[string]bool, map[strin
 		}
 	}
 	for _, p := range base.paths {
-		b := path.Base(p)
-		lb := strings.ToLower(b)
-		top := path.Dir(p) == path.Clean("./"+sub) // directly in the workspace
-		switch {
-		case runs["make"] && (top && (lb == "makefile" || lb == "gnumakefile") || strings.HasSuffix(lb, ".mk")):
-		case runs["npm"] && (strings.HasPrefix(lb, "jest.config.") || strings.HasPrefix(lb, "vitest.config.") ||
-			strings.HasPrefix(lb, ".mocharc") || lb == "jest.setup.js" || lb == "jest.setup.ts" || lb == "babel.config.js"):
-		case runs["pytest"] && (lb == "conftest.py" || lb == "pytest.ini"):
-		case runs["cargo"] && (lb == "build.rs"):
-		case runs["just"] && top && lb == "justfile":
-		case runs["task"] && top && strings.HasPrefix(lb, "taskfile."):
-		case runs["jvm"] && (lb == "pom.xml" || strings.HasPrefix(lb, "build.gradle") || strings.HasPrefix(lb, "settings.gradle")):
-		case runs["ruby"] && (lb == ".rspec" || lb == "rakefile" || lb == "spec_helper.rb"):
-		case runs["php"] && strings.HasPrefix(lb, "phpunit.xml"):
-		case runs["cmake"] && lb == "cmakelists.txt":
-		case runs["bazel"] && (lb == "build" || lb == "build.bazel" || strings.HasSuffix(lb, ".bzl")):
-		default:
-			continue
+		// (node_modules/ is matched by classify alone: it can be huge.)
+		if runnerConfig(p, sub, runs) && !strings.Contains("/"+p, "/node_modules/") {
+			files[p] = true
 		}
-		files[p] = true
 	}
 	return files, runs
+}
+
+// runnerConfig reports whether the slash path p (in the scanned folder;
+// sub as for checkFilesOf) configures a test runner the check uses (runs,
+// from checkFilesOf): a Makefile for make, jest/vitest/mocha configuration
+// and anything under node_modules/ for npm-style runners, conftest.py and
+// pytest.ini for pytest, and so on. It applies to files the agent added as
+// much as to files that were there: a new GNUmakefile overrides Makefile, a
+// new pytest.ini can make pytest collect nothing.
+func runnerConfig(p, sub string, runs map[string]bool) bool {
+	b := path.Base(p)
+	lb := strings.ToLower(b)
+	top := path.Dir(p) == path.Clean("./"+sub) // directly in the workspace
+	switch {
+	case runs["make"] && (top && (lb == "makefile" || lb == "gnumakefile") || strings.HasSuffix(lb, ".mk")):
+	case runs["npm"] && (strings.HasPrefix(lb, "jest.config.") || strings.HasPrefix(lb, "vitest.config.") ||
+		strings.HasPrefix(lb, ".mocharc") || lb == "jest.setup.js" || lb == "jest.setup.ts" || lb == "babel.config.js" ||
+		strings.HasPrefix(p, "node_modules/") || strings.Contains(p, "/node_modules/")):
+	case runs["pytest"] && (lb == "conftest.py" || lb == "pytest.ini"):
+	case runs["cargo"] && (lb == "build.rs"):
+	case runs["just"] && top && lb == "justfile":
+	case runs["task"] && top && strings.HasPrefix(lb, "taskfile."):
+	case runs["jvm"] && (lb == "pom.xml" || strings.HasPrefix(lb, "build.gradle") || strings.HasPrefix(lb, "settings.gradle")):
+	case runs["ruby"] && (lb == ".rspec" || lb == "rakefile" || lb == "spec_helper.rb"):
+	case runs["php"] && strings.HasPrefix(lb, "phpunit.xml"):
+	case runs["cmake"] && lb == "cmakelists.txt":
+	case runs["bazel"] && (lb == "build" || lb == "build.bazel" || strings.HasSuffix(lb, ".bzl")):
+	default:
+		return false
+	}
+	return true
 }
 
 // shellWords splits a shell command line into words, roughly: at blanks and
