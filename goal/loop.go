@@ -1079,6 +1079,11 @@ func (l *loop) finish(parent context.Context) Outcome {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(parent), finishGrace)
 	}
 	defer cancel()
+	// Nothing the agent left running may write after the last check: stop
+	// it before the final snapshot, so whatever it wrote is seen.
+	if st, ok := l.cfg.Sandbox.(sandbox.AgentStopper); ok && l.out.AgentTurns > 0 {
+		_ = st.StopAgent(ctx) // the snapshot below still sees what happened until now
+	}
 	if l.cfg.Tracker != nil && l.out.AgentTurns > 0 {
 		l.out.Changes = l.cfg.Tracker.Changes(ctx)
 	}

@@ -184,8 +184,8 @@ type Docker struct {
 	steps     sync.WaitGroup
 	agentBusy int  // agent steps running
 	agentDead bool // the agent container was killed; restart before the next agent step
-	paused    bool
-	thawed    chan struct{} // closed when the last background unpause ended
+	paused    bool // a check is freezing, or froze, the agent container
+	frozen    bool // the agent container is frozen and stays so until thaw (the next agent step)
 	stepSeq   int
 	checks    map[string]struct{} // check containers alive
 	removals  sync.WaitGroup      // background removals of finished check containers
@@ -991,6 +991,11 @@ func (d *Docker) Close(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 
+	// A container frozen after the last check is killed while frozen, so
+	// nothing the agent left running runs again.
+	if err := d.StopAgent(ctx); err != nil && ctx.Err() == nil {
+		_ = err // removal below still force-removes it
+	}
 	// Running steps see closing, kill themselves and return.
 	done := make(chan struct{})
 	go func() { d.steps.Wait(); d.removals.Wait(); close(done) }()

@@ -265,8 +265,9 @@ func TestAttackIgnoreSIGTERM(t *testing.T) {
 
 // TestAttackBackgroundProcessVsCheck: a process the agent leaves running
 // (escaping its process group with setsid) cannot touch the workspace while
-// the check runs (the agent container is frozen, the check is a fresh
-// container that does not see it), and nothing survives Close.
+// the check runs nor after it (the agent container is frozen from the check
+// until the next agent step; the check is a fresh container that does not
+// see it), StopAgent kills it frozen, and nothing survives Close.
 func TestAttackBackgroundProcessVsCheck(t *testing.T) {
 	sb, cfg := startDocker(t, sandbox.Config{})
 	res := run(t, sb, sh(sandbox.RoleAgent, `setsid sh -c 'while :; do echo tick >> tamper; echo "package x // tampered" > victim_test.go; sleep 0.1; done' >/dev/null 2>&1 < /dev/null &
@@ -279,16 +280,28 @@ until [ -s tamper ]; do sleep 0.05; done; echo left-running`))
 	if chk.ExitCode != 0 || strings.Contains(out, "victim-rewritten") || strings.Contains(out, "sleep") {
 		t.Errorf("the background process reached the check: exit %d, %q", chk.ExitCode, out)
 	}
-	// The agent container thaws after the check: the process is still the
-	// agent's own (it may run between turns) …
-	waitGrowing(t, filepath.Join(cfg.Workspace, "tamper"))
-	// … until the run ends.
+	tamper := filepath.Join(cfg.Workspace, "tamper")
+	// The agent container stays frozen after the check, so nothing the agent
+	// left running writes between the check and the end of the run (the
+	// attack: a teardown-time write after the passing check) …
+	assertStill(t, tamper)
+	// … until the next agent step thaws it: the process is the agent's own
+	// again and may run during the turn …
+	run(t, sb, sh(sandbox.RoleAgent, "true"))
+	waitGrowing(t, tamper)
+	// … until goalrun stops the agent before its final snapshot.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	run(t, sb, sh(sandbox.RoleCheck, "true")) // frozen again, then killed frozen
+	var stopper sandbox.AgentStopper = sb
+	if err := stopper.StopAgent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertStill(t, tamper)
 	if err := sb.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertStill(t, filepath.Join(cfg.Workspace, "tamper"))
+	assertStill(t, tamper)
 }
 
 func waitGrowing(t *testing.T, p string) {
@@ -302,7 +315,7 @@ func waitGrowing(t *testing.T, p string) {
 			return
 		}
 	}
-	t.Errorf("%s does not grow after the check: the agent container stayed frozen", filepath.Base(p))
+	t.Errorf("%s does not grow during the next agent step: the agent container stayed frozen", filepath.Base(p))
 }
 
 func assertStill(t *testing.T, p string) {

@@ -172,7 +172,7 @@ func bg(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // execAgent runs an agent step as an exec in the agent container.
 func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (Result, error) {
-	d.thawWait()
+	d.thaw(ctx)
 	if err := d.ensureAgent(ctx); err != nil {
 		return Result{}, err
 	}
@@ -417,6 +417,43 @@ func unixNano(t time.Time) string {
 	return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
 }
 
+var _ AgentStopper = (*Docker)(nil)
+
+// StopAgent kills the agent container — every process the agent left
+// running — and waits until it is no longer running (at most until ctx
+// ends). A container frozen after a check is killed while still frozen and
+// only then thawed, so none of its processes runs another instruction. A
+// later agent step starts it again. Errors come from the Docker Engine.
+func (d *Docker) StopAgent(ctx context.Context) error {
+	d.mu.Lock()
+	d.agentDead = true
+	id := d.agentID
+	d.mu.Unlock()
+	if id == "" {
+		return nil
+	}
+	wait, errs := d.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	err := d.cli.ContainerKill(ctx, id, "KILL")
+	d.thaw(ctx) // a frozen process dies as it thaws: SIGKILL is pending
+	if err != nil {
+		if errdefs.IsNotFound(err) || strings.Contains(err.Error(), "is not running") {
+			return nil
+		}
+		return fmt.Errorf("sandbox: docker: stopping the agent container: %w", err)
+	}
+	select {
+	case <-wait:
+		return nil
+	case err := <-errs:
+		if errdefs.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("sandbox: docker: waiting for the agent container to stop: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // ensureAgent restarts the agent container when a step had to kill it.
 func (d *Docker) ensureAgent(ctx context.Context) error {
 	d.mu.Lock()
@@ -596,11 +633,12 @@ func (d *Docker) removeCheck(ctx context.Context, id string) {
 
 // pauseAgent starts freezing the agent container for a check, unless an
 // agent step is running. The freeze runs while the check container is being
-// created: call wait before the check starts. resume starts the thaw in the
-// background; the next agent step (thawWait) and Close wait for it, so
-// neither adds to the check's own time.
+// created: call wait before the check starts. resume does not thaw: the
+// container stays frozen until the next agent step needs it (thaw), so
+// nothing the agent left running can write to the workspace between a check
+// and the end of the run (StopAgent kills it frozen). A container still
+// frozen from the previous check stays so.
 func (d *Docker) pauseAgent(ctx context.Context) (wait, resume func()) {
-	d.thawWait()
 	noop := func() {}
 	d.mu.Lock()
 	if d.agentBusy > 0 || d.paused || d.agentDead {
@@ -637,33 +675,30 @@ func (d *Docker) pauseAgent(ctx context.Context) (wait, resume func()) {
 			d.mu.Unlock()
 			return
 		}
-		thawed := make(chan struct{})
 		d.mu.Lock()
-		d.thawed = thawed
+		d.frozen = true
 		d.mu.Unlock()
-		d.removals.Add(1)
-		go func() {
-			defer d.removals.Done()
-			defer close(thawed)
-			cctx, cancel := bg(ctx)
-			defer cancel()
-			_ = d.cli.ContainerUnpause(cctx, d.agentID)
-			d.mu.Lock()
-			d.paused = false
-			d.mu.Unlock()
-		}()
 	}
 	return wait, resume
 }
 
-// thawWait waits until the last thaw of the agent container finished.
-func (d *Docker) thawWait() {
+// thaw unfreezes the agent container if a check left it frozen (at the
+// next agent step, or after StopAgent's kill). An Engine error only means
+// it was not paused.
+func (d *Docker) thaw(ctx context.Context) {
 	d.mu.Lock()
-	t := d.thawed
+	frozen := d.frozen
+	d.frozen = false
 	d.mu.Unlock()
-	if t != nil {
-		<-t
+	if !frozen {
+		return
 	}
+	cctx, cancel := bg(ctx)
+	_ = d.cli.ContainerUnpause(cctx, d.agentID)
+	cancel()
+	d.mu.Lock()
+	d.paused = false
+	d.mu.Unlock()
 }
 
 var errNotDir = errors.New("not a directory")

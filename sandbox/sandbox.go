@@ -37,6 +37,17 @@ type Sandbox interface {
 	Close(ctx context.Context) error
 }
 
+// AgentStopper is implemented by sandboxes that can stop everything the
+// agent left running (background processes a turn started that outlive
+// it), so nothing writes to the workspace after the run's last check.
+// StopAgent kills them and returns once they are gone, or with ctx's error;
+// later agent steps may restart the agent's environment. Docker implements
+// it (the agent container is killed); on the local host there is nothing
+// that could find a process that left its group.
+type AgentStopper interface {
+	StopAgent(ctx context.Context) error
+}
+
 // ErrNotStarted is wrapped by Exec's error when the step's program could not
 // be started at all (for example the shell is missing). Callers use
 // errors.Is(err, ErrNotStarted).
