@@ -663,21 +663,15 @@ func (d *Docker) pauseAgent(ctx context.Context) (wait, resume func()) {
 	}
 	resume = func() {
 		wait()
-		if !ok {
-			// The pause failed (no freezer, say): the check ran with the
-			// agent container thawed. Unpause anyway in case it half
-			// happened; an error here only means it was not paused.
-			cctx, cancel := bg(ctx)
-			_ = d.cli.ContainerUnpause(cctx, d.agentID)
-			cancel()
-			d.mu.Lock()
-			d.paused = false
-			d.mu.Unlock()
-			return
-		}
 		d.mu.Lock()
 		d.frozen = true
 		d.mu.Unlock()
+		if !ok {
+			// The pause failed (no freezer, say): the check ran with the
+			// agent container thawed. Unpause now anyway in case it half
+			// happened.
+			d.thaw(ctx)
+		}
 	}
 	return wait, resume
 }
