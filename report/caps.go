@@ -319,6 +319,19 @@ func hasFoldable(s string) bool {
 	return false
 }
 
+// Printable returns s for a terminal or a CI log, line structure kept:
+// every rune Fold would fold except newline and tab (C0 and C1 controls, so
+// ANSI/OSC escape sequences lose their ESC; DEL; U+2028/U+2029) becomes
+// U+FFFD, and invalid UTF-8 too.
+func Printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\n' && r != '\t' && foldable(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, validUTF8(s))
+}
+
 // foldable reports whether Fold turns r into a space.
 func foldable(r rune) bool {
 	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '\u2028' || r == '\u2029'

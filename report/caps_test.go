@@ -199,3 +199,21 @@ func TestFoldMatchesToValidUTF8(t *testing.T) {
 		t.Errorf("Fold = %q", got)
 	}
 }
+
+func TestPrintable(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"lines and tabs kept", "a\n\tb", "a\n\tb"},
+		{"ESC", "\x1b[2Jx", "\uFFFD[2Jx"},
+		{"carriage return and BEL", "a\rb\a", "a\uFFFDb\uFFFD"},
+		{"C1 and DEL", "a\u009b\x7fb", "a\uFFFD\uFFFDb"},
+		{"line separator", "a\u2028b", "a\uFFFDb"},
+		{"invalid UTF-8", "a\xffb", "a\uFFFDb"},
+		{"plain", "héllo", "héllo"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Printable(tc.in); got != tc.want {
+				t.Errorf("Printable(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}

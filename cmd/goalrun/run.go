@@ -131,22 +131,13 @@ func writeShortResult(w io.Writer, doc report.Document, cfg runConfig) {
 }
 
 // terminalText makes text the agent may have written safe to print on a
-// terminal or in a CI log: control characters other than newline and tab
-// (ANSI/OSC escape sequences start with ESC; C1 controls included) become
-// U+FFFD, and a line that would read as a GitHub Actions workflow command
+// terminal or in a CI log: control characters are replaced
+// (report.Printable), and a line that would read as a GitHub Actions workflow command
 // ("::add-mask::…", "::stop-commands::…", the older "##[…]" form; leading
 // blanks ignored) gets a zero-width space after its first character, so a
 // `goalrun run` step in a workflow never obeys the agent.
 func terminalText(s string) string {
-	s = strings.Map(func(r rune) rune {
-		switch {
-		case r == '\n' || r == '\t':
-			return r
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			return '\uFFFD'
-		}
-		return r
-	}, s)
+	s = report.Printable(s)
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		t := strings.TrimLeft(l, " \t")
