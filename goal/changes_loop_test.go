@@ -17,6 +17,9 @@ import (
 func goModule(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
+		if os.Getenv("GOALRUN_REQUIRE_DOCKER") == "1" { // CI: the toolchain must be there
+			t.Fatal("go toolchain not on PATH")
+		}
 		t.Skip("go toolchain not on PATH")
 	}
 	dir := t.TempDir()

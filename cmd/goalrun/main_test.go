@@ -545,30 +545,40 @@ func TestResultFilesAreNotFollowed(t *testing.T) {
 			t.Errorf("exit %d message %q, want 2 refusing the pipe", r.code, msg)
 		}
 	})
-	t.Run("output below a planted folder link", func(t *testing.T) {
-		ws, target := t.TempDir(), hostFile(t)
-		if err := os.Symlink(filepath.Dir(target), filepath.Join(ws, "out")); err != nil {
-			t.Fatal(err)
-		}
-		r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
-			"--until", "true", "--output", "out/bashrc")
-		untouched(t, target)
-		if d := r.doc(t); r.code != 2 || !strings.Contains(d["message"].(string), "symbolic link") {
-			t.Errorf("exit %d message %v, want 2 naming the link", r.code, d["message"])
-		}
-	})
-	t.Run("output that is a hard link", func(t *testing.T) {
-		ws, target := t.TempDir(), hostFile(t)
-		if err := os.Link(target, filepath.Join(ws, "doc.json")); err != nil {
-			t.Skip("no hard link across these folders:", err)
-		}
-		r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
-			"--until", "true", "--output", "doc.json")
-		untouched(t, target)
-		if d := r.doc(t); r.code != 2 || !strings.Contains(d["message"].(string), "hard links") {
-			t.Errorf("exit %d message %v, want 2 naming the hard link", r.code, d["message"])
-		}
-	})
+	// What an earlier run's agent could have left in the workspace. The
+	// host file and the workspace share one temporary folder, so a hard
+	// link between them always works.
+	for _, tc := range []struct {
+		name, output, want string
+		plant              func(ws, target string) error
+	}{
+		{"output below a planted folder link", "out/bashrc", "symbolic link",
+			func(ws, target string) error { return os.Symlink(filepath.Dir(target), filepath.Join(ws, "out")) }},
+		{"output that is a hard link", "doc.json", "hard links",
+			func(ws, target string) error { return os.Link(target, filepath.Join(ws, "doc.json")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			top := t.TempDir()
+			ws, target := filepath.Join(top, "ws"), filepath.Join(top, "host", "bashrc")
+			for _, d := range []string{ws, filepath.Dir(target)} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(target, []byte("host file\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.plant(ws, target); err != nil {
+				t.Fatal(err)
+			}
+			r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
+				"--until", "true", "--output", tc.output)
+			untouched(t, target)
+			if d := r.doc(t); r.code != 2 || !strings.Contains(d["message"].(string), tc.want) {
+				t.Errorf("exit %d message %v, want 2 naming the %s", r.code, d["message"], tc.want)
+			}
+		})
+	}
 	t.Run("output /dev/stdout", func(t *testing.T) {
 		r := goalrun(t, t.TempDir(), nil, "run", "--sandbox", "local", "--agent", "command", "--agent-bin", "true",
 			"--until", "true", "--output", "/dev/stdout")
