@@ -23,25 +23,87 @@ import (
 
 func TestArchiveRel(t *testing.T) {
 	tests := []struct {
-		name, in, want string
-		ok             bool
+		name, in, prefix, want string
+		ok                     bool
 	}{
-		{"docker's base name", "workspace/a/b.go", "a/b.go", true},
-		{"dot base", "./a/b.go", "a/b.go", true},
-		{"root itself", "workspace", "", true},
-		{"root dot", ".", "", true},
-		{"root with slash", "workspace/", "", true},
-		{"plain", "a/b", "a/b", true},
-		{"dotdot climbs to nothing", "workspace/../../etc/passwd", "etc/passwd", true},
-		{"absolute is made relative", "/etc/passwd", "etc/passwd", true},
+		{"docker's dot prefix", "./a/b.go", "./", "a/b.go", true},
+		{"root dot slash", "./", "./", "", true},
+		{"root dot", ".", "./", "", true},
+		{"a folder named like the root stays itself", "./workspace/a.txt", "./", "workspace/a.txt", true},
+		{"that folder itself", "./workspace/", "./", "workspace", true},
+		{"named-folder prefix", "workspace/a/b.go", "workspace/", "a/b.go", true},
+		{"named-folder root", "workspace/", "workspace/", "", true},
+		{"named-folder root without slash", "workspace", "workspace/", "", true},
+		{"named folder inside named folder", "workspace/workspace/a", "workspace/", "workspace/a", true},
+		{"bare names", "a/b", "", "a/b", true},
+		{"dot prefix is optional", "a/b", "./", "a/b", true},
+		{"missing folder prefix", "a/b", "workspace/", "", false},
+		{"another folder's name", "workspaces/a", "workspace/", "", false},
+		{"dotdot", "./a/../../etc/passwd", "./", "", false},
+		{"dotdot inside", "./a/../b", "./", "", false},
+		{"dot element", "./a/./b", "./", "", false},
+		{"double slash", "./a//b", "./", "", false},
+		{"absolute", "/etc/passwd", "", "", false},
+		{"absolute with prefix", "/etc/passwd", "./", "", false},
+		{"empty", "", "", "", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := archiveRel(tc.in)
+			got, ok := archiveRel(tc.in, tc.prefix)
 			if got != tc.want || ok != tc.ok {
-				t.Errorf("archiveRel(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+				t.Errorf("archiveRel(%q, %q) = %q, %v; want %q, %v", tc.in, tc.prefix, got, ok, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+func TestArchivePrefix(t *testing.T) {
+	for in, want := range map[string]string{"./": "./", ".": "./", "workspace/": "workspace/", "workspace": "workspace/", "a.txt": "", "src/": ""} {
+		if got := archivePrefix(in); got != want {
+			t.Errorf("archivePrefix(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A folder the agent names "workspace" is copied out as that folder: it is
+// not merged onto the workspace root (the check ran on the tree where
+// a.txt is "good"; the host must get the same tree).
+func TestApplyTarFolderNamedLikeTheRoot(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("bad\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "workspace"), 0o755)
+	os.WriteFile(filepath.Join(ws, "workspace", "important.txt"), []byte("keep\n"), 0o644)
+	tr := tarOf(t,
+		entry{name: "./", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "./a.txt", typ: tar.TypeReg, body: "good\n"},
+		entry{name: "./workspace/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "./workspace/a.txt", typ: tar.TypeReg, body: "evil\n"},
+		entry{name: "./workspace/important.txt", typ: tar.TypeReg, body: "keep\n"},
+		entry{name: "./hl", typ: tar.TypeLink, link: "./a.txt"},
+	)
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	seen, err := applyTar(root, tr, nil)
+	if err != nil {
+		t.Fatalf("applyTar: %v", err)
+	}
+	if err := removeUnseen(root, seen, nil); err != nil {
+		t.Fatalf("removeUnseen: %v", err)
+	}
+	for rel, want := range map[string]string{"a.txt": "good\n", "workspace/a.txt": "evil\n", "workspace/important.txt": "keep\n", "important.txt": "", "hl": "good\n"} {
+		b, err := os.ReadFile(filepath.Join(ws, rel))
+		if want == "" {
+			if err == nil {
+				t.Errorf("%s exists (%q); it must not", rel, b)
+			}
+			continue
+		}
+		if string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", rel, b, err, want)
+		}
 	}
 }
 

@@ -416,18 +416,47 @@ func (d *Docker) copyOut(ctx context.Context) error {
 	return nil
 }
 
-// archiveRel turns an archive entry name ("workspace/a/b", "./a/b", "a/b")
-// into a path relative to the workspace; "" is the root itself. ok is false
-// for names that would leave the workspace.
-func archiveRel(name string) (rel string, ok bool) {
-	name = strings.TrimPrefix(path.Clean("/"+name), "/")
-	if first, rest, found := strings.Cut(name, "/"); found && (first == "." || first == path.Base(DockerRoot)) {
-		name = rest
-	} else if name == "." || name == path.Base(DockerRoot) {
-		name = ""
+// archivePrefix returns what the Engine puts before every entry name of an
+// archive of DockerRoot+"/.", read from the archive's first entry, which is
+// the folder itself: "./" (Docker: "./", "./a/b.go"), the folder's own name
+// ("workspace/", for an Engine that names it), or "" (bare relative names).
+func archivePrefix(first string) string {
+	switch {
+	case first == "." || first == "./":
+		return "./"
+	case strings.TrimSuffix(first, "/") == path.Base(DockerRoot):
+		return path.Base(DockerRoot) + "/"
 	}
+	return ""
+}
+
+// archiveRel turns an archive entry name into a path relative to the
+// workspace, removing the archive's prefix (archivePrefix) once; "" is the
+// root itself. Names map one to one onto the sandbox's tree: a folder the
+// agent named "workspace" stays "workspace/…", never the root. ok is false
+// for a name without a folder prefix ("./" is optional: goalrun's own
+// tarTree writes "./" and then bare names), an absolute name, or one with an empty,
+// "." or ".." element (the Engine writes none of them; they could only
+// climb out or map two entries onto one path).
+func archiveRel(name, prefix string) (rel string, ok bool) {
+	if prefix != "" {
+		if strings.TrimSuffix(name, "/")+"/" == prefix {
+			return "", true
+		}
+		rest, found := strings.CutPrefix(name, prefix)
+		if !found && prefix != "./" {
+			return "", false
+		}
+		name = rest
+	}
+	name = strings.TrimSuffix(name, "/")
 	if name == "" {
-		return "", true
+		return "", false
+	}
+	for _, el := range strings.Split(name, "/") {
+		if el == "" || el == "." || el == ".." {
+			return "", false
+		}
 	}
 	if !filepath.IsLocal(filepath.FromSlash(name)) {
 		return "", false
@@ -442,6 +471,7 @@ func archiveRel(name string) (rel string, ok bool) {
 func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool, error) {
 	seen := map[string]bool{}
 	var buf bytes.Buffer
+	prefix, first := "", true
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -450,7 +480,10 @@ func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool,
 		if err != nil {
 			return seen, err
 		}
-		rel, ok := archiveRel(hdr.Name)
+		if first {
+			prefix, first = archivePrefix(hdr.Name), false
+		}
+		rel, ok := archiveRel(hdr.Name, prefix)
 		if !ok || rel == "" {
 			continue
 		}
@@ -527,7 +560,7 @@ func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool,
 				return seen, err
 			}
 		case tar.TypeLink:
-			target, ok := archiveRel(hdr.Linkname)
+			target, ok := archiveRel(hdr.Linkname, prefix)
 			if !ok || target == "" || !seen[target] {
 				continue // only to a file this archive already wrote
 			}
