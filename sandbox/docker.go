@@ -191,6 +191,12 @@ type Docker struct {
 	removals  sync.WaitGroup      // background removals of finished check containers
 	created   createdSet
 	copyOutMu sync.Mutex
+
+	// specialKeep holds the workspace paths (relative to mountSrc) that
+	// had a setuid or setgid bit before the agent ran (bind mode); the
+	// sweep after each agent step and when the agent stops leaves them.
+	specialKeep map[string]bool
+	sweepMu     sync.Mutex
 }
 
 var _ Sandbox = (*Docker)(nil)
@@ -791,6 +797,11 @@ func (d *Docker) createAgent(ctx context.Context) error {
 		if err := d.verifyBind(ctx); err != nil {
 			return err
 		}
+		keep, err := specialBitPaths(d.mountSrc)
+		if err != nil {
+			return fmt.Errorf("sandbox: docker: reading the workspace %q before the agent runs: %w", d.mountSrc, err)
+		}
+		d.specialKeep = keep
 	}
 	return nil
 }

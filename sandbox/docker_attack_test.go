@@ -418,3 +418,83 @@ func gitInit(t *testing.T, dir string) {
 		}
 	}
 }
+
+// The agent runs as the workspace's owner and can set the setuid or setgid
+// bit on what it owns. A program left so on the host would run as that
+// owner for any local user who can reach the tree; the host must get no bit
+// the workspace did not already have: after the agent step, and after a
+// background process set more once the step ended (swept when the agent
+// stops). A setgid folder the host already had keeps its bit.
+func TestAttackSetuidLeftOnHost(t *testing.T) {
+	for _, mode := range []sandbox.WorkspaceMode{sandbox.WorkspaceBind, sandbox.WorkspaceCopy} {
+		t.Run(string(mode), func(t *testing.T) {
+			ws := dockertest.Workspace(t, testUID, testGID)
+			shared := filepath.Join(ws, "shared")
+			if err := os.Mkdir(shared, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			dockertest.Chown(t, ws, testUID, testGID)
+			if err := os.Chmod(shared, 0o775|os.ModeSetgid); err != nil {
+				t.Fatal(err)
+			}
+			sb, _ := startDocker(t, sandbox.Config{Workspace: ws, WorkspaceMode: mode})
+			plant := `set -e
+printf '#!/bin/sh\nid\n' > tool && chmod 4755 tool
+mkdir sg && chmod 2777 sg
+printf x > sg/f && chmod 6755 sg/f
+(sleep 2; printf y > late && chmod 4755 late) >/dev/null 2>&1 &`
+			if res := run(t, sb, sh(sandbox.RoleAgent, plant)); res.ExitCode != 0 {
+				t.Fatalf("planting: %d %s", res.ExitCode, res.Stderr.Tail)
+			}
+			time.Sleep(3 * time.Second) // the background chmod has happened
+			if mode == sandbox.WorkspaceBind {
+				for _, p := range []string{"tool", "sg", "sg/f"} {
+					if st, err := os.Lstat(filepath.Join(ws, p)); err != nil || st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+						t.Errorf("after the agent step %s: %v %v; want no setuid/setgid bit", p, st.Mode(), err)
+					}
+				}
+			}
+			var stopper sandbox.AgentStopper = sb
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := stopper.StopAgent(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{"tool", "sg", "sg/f", "late"} {
+				st, err := os.Lstat(filepath.Join(ws, p))
+				if mode == sandbox.WorkspaceCopy && p == "late" && errors.Is(err, os.ErrNotExist) {
+					continue // copy mode copies out after the step only
+				}
+				if err != nil || st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+					t.Errorf("after the agent stopped %s: %v %v; want no setuid/setgid bit", p, st.Mode(), err)
+				}
+			}
+			if st, err := os.Lstat(shared); err != nil || st.Mode()&os.ModeSetgid == 0 {
+				t.Errorf("the host's own setgid folder lost its bit: %v %v", st.Mode(), err)
+			}
+		})
+	}
+}
+
+// In copy mode the host gets the tree the check ran on: a folder the agent
+// names like the sandbox's workspace folder ("workspace") comes back as that
+// folder, not merged onto the workspace root over the files the check saw.
+func TestAttackCopyOutFolderNamedLikeTheRoot(t *testing.T) {
+	ws := dockertest.Workspace(t, testUID, testGID)
+	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("bad\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dockertest.Chown(t, ws, testUID, testGID)
+	sb, _ := startDocker(t, sandbox.Config{Workspace: ws, WorkspaceMode: sandbox.WorkspaceCopy})
+	if res := run(t, sb, sh(sandbox.RoleAgent, `echo good > a.txt && mkdir workspace && echo evil > workspace/a.txt`)); res.ExitCode != 0 {
+		t.Fatalf("agent: %d %s", res.ExitCode, res.Stderr.Tail)
+	}
+	if res := run(t, sb, sh(sandbox.RoleCheck, `grep -qx good a.txt`)); res.ExitCode != 0 {
+		t.Fatalf("the check did not see a.txt = good: %d", res.ExitCode)
+	}
+	for rel, want := range map[string]string{"a.txt": "good\n", "workspace/a.txt": "evil\n"} {
+		if b, err := os.ReadFile(filepath.Join(ws, rel)); err != nil || string(b) != want {
+			t.Errorf("host %s = %q, %v; want %q (the tree the check ran on)", rel, b, err, want)
+		}
+	}
+}

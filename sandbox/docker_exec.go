@@ -236,12 +236,32 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 	if res.ExitCode != 0 {
 		res.OOMKilled = d.oomDuring(cctx, d.agentID, start, res.ExitCode == 137)
 	}
+	if err := d.sweepSpecialBits(); err != nil {
+		return res, err
+	}
 	if d.wsMode == WorkspaceCopy {
-		if err := d.copyOut(cctx); err != nil {
+		octx, ocancel := copyOutContext(ctx, cmd.Timeout)
+		defer ocancel()
+		if err := d.copyOut(octx); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// copyOutContext returns the context a step's copy-out runs under. It is
+// detached from ctx's cancellation, so an interrupt does not cut the copy
+// of what the agent already did in the middle of a file, but bounded: by
+// the step's own timeout (at least apiTimeout) while the run goes on, and
+// by apiTimeout from the moment ctx is done (an interrupt, the run's
+// timeout), so a signal still ends the run promptly.
+func copyOutContext(ctx context.Context, stepTimeout time.Duration) (context.Context, context.CancelFunc) {
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(stepTimeout, apiTimeout))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(apiTimeout, cancel)
+		context.AfterFunc(octx, func() { t.Stop() })
+	})
+	return octx, func() { stop(); cancel() }
 }
 
 // notStarted tells a step that never started from one that ran: the
@@ -422,8 +442,10 @@ var _ AgentStopper = (*Docker)(nil)
 // StopAgent kills the agent container — every process the agent left
 // running — and waits until it is no longer running (at most until ctx
 // ends). A container frozen after a check is killed while still frozen and
-// only then thawed, so none of its processes runs another instruction. A
-// later agent step starts it again. Errors come from the Docker Engine.
+// only then thawed, so none of its processes runs another instruction. In
+// bind mode the setuid and setgid bits the agent set in the workspace are
+// then removed (sweepSpecialBits). A later agent step starts it again.
+// Errors come from the Docker Engine or the sweep.
 func (d *Docker) StopAgent(ctx context.Context) error {
 	d.mu.Lock()
 	d.agentDead = true
@@ -443,15 +465,15 @@ func (d *Docker) StopAgent(ctx context.Context) error {
 	}
 	select {
 	case <-wait:
-		return nil
 	case err := <-errs:
-		if errdefs.IsNotFound(err) {
-			return nil
+		if !errdefs.IsNotFound(err) {
+			return fmt.Errorf("sandbox: docker: waiting for the agent container to stop: %w", err)
 		}
-		return fmt.Errorf("sandbox: docker: waiting for the agent container to stop: %w", err)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// Nothing of the agent's runs any more: what the sweep leaves stays.
+	return d.sweepSpecialBits()
 }
 
 // ensureAgent restarts the agent container when a step had to kill it.

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -692,5 +693,88 @@ func TestRepoRootAbove(t *testing.T) {
 		if got := repoRootAbove(filepath.Join(base, tc.ws)); got != want {
 			t.Errorf("repoRootAbove(%s) = %q, want %q", tc.ws, got, want)
 		}
+	}
+}
+
+// A folder or file the agent made mode 000 reaches the host with the
+// owner's access kept (goalrun is often not root there: it must still
+// remove what is inside and copy the tree in next run).
+func TestApplyTarKeepsOwnerAccess(t *testing.T) {
+	ws := t.TempDir()
+	tr := tarOf(t,
+		entry{name: "./", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "./zdir/", typ: tar.TypeDir, mode: 0o1000},
+		entry{name: "./zdir/q", typ: tar.TypeReg, body: "q\n", mode: 0o6000},
+		entry{name: "./ro", typ: tar.TypeReg, body: "r\n", mode: 0o444},
+	)
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := applyTar(root, tr, nil); err != nil {
+		t.Fatalf("applyTar: %v", err)
+	}
+	for rel, want := range map[string]os.FileMode{"zdir": os.ModeDir | 0o700, "zdir/q": 0o400, "ro": 0o444} {
+		st, err := os.Lstat(filepath.Join(ws, rel))
+		if err != nil || st.Mode() != want {
+			t.Errorf("%s: mode %v, %v; want %v", rel, st.Mode(), err, want)
+		}
+	}
+}
+
+// copySparse writes the same bytes and leaves holes for blocks of zeros.
+func TestCopySparse(t *testing.T) {
+	tests := []struct {
+		name      string
+		data      []byte
+		maxBlocks int64 // 512-byte blocks the host file may use
+	}{
+		{"all zeros", make([]byte, 8<<20), 0},
+		{"data in the middle", append(append(make([]byte, 4<<20), []byte("middle")...), make([]byte, 4<<20)...), 2 * sparseBlock / 512},
+		{"no zeros", bytes.Repeat([]byte("abcdefgh"), 20_000), 1 << 20},
+		{"short tail", []byte("tiny"), 1 << 20},
+		{"empty", nil, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "f")
+			f, err := os.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := copySparse(f, bytes.NewReader(tc.data)); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			got, err := os.ReadFile(p)
+			if err != nil || !bytes.Equal(got, tc.data) {
+				t.Fatalf("content differs: %d bytes, want %d (%v)", len(got), len(tc.data), err)
+			}
+			st, _ := os.Stat(p)
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Blocks > tc.maxBlocks {
+				t.Errorf("file uses %d blocks, want at most %d (holes not left)", sys.Blocks, tc.maxBlocks)
+			}
+		})
+	}
+}
+
+// copyOutContext outlives the caller's cancellation by apiTimeout at most,
+// and without one lasts the step's timeout.
+func TestCopyOutContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	octx, ocancel := copyOutContext(ctx, time.Hour)
+	defer ocancel()
+	dl, ok := octx.Deadline()
+	if !ok || time.Until(dl) < 59*time.Minute {
+		t.Fatalf("deadline %v, %v; want the step's hour", dl, ok)
+	}
+	cancel()
+	if octx.Err() != nil {
+		t.Fatal("the copy-out was cut by the interrupt itself; it must get apiTimeout more")
+	}
+	ocancel()
+	if octx.Err() == nil {
+		t.Fatal("cancel did not end the copy-out context")
 	}
 }

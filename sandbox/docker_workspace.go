@@ -408,7 +408,10 @@ func (d *Docker) copyOut(ctx context.Context) error {
 	defer root.Close()
 	seen, err := applyTar(root, tar.NewReader(bufio.NewReaderSize(rc, 256<<10)), owned)
 	if err != nil {
-		return fmt.Errorf("sandbox: docker: copying the workspace out of the sandbox into %q: %w", d.mountSrc, err)
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (the copy-out is bounded by the agent step's timeout, and by %s after an interrupt)", err, apiTimeout)
+		}
+		return fmt.Errorf("sandbox: docker: copying the workspace out of the sandbox into %q stopped part way, so the host workspace may hold only some of the agent's changes: %w", d.mountSrc, err)
 	}
 	if err := removeUnseen(root, seen, owned); err != nil {
 		return fmt.Errorf("sandbox: docker: removing files the sandbox deleted from %q: %w", d.mountSrc, err)
@@ -497,7 +500,7 @@ func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool,
 			// An entry whose folder the archive never made is malformed.
 			continue
 		}
-		perm := fs.FileMode(hdr.Mode).Perm()
+		perm := hostPerm(hdr)
 		existing, lerr := root.Lstat(name)
 		exists := lerr == nil
 		switch hdr.Typeflag {
@@ -582,6 +585,19 @@ func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool,
 	}
 }
 
+// hostPerm is the permission an entry gets on the host: its permission
+// bits only (no setuid, setgid or sticky bit), with the owner always able
+// to read a file and to list, enter and change a folder. A folder the agent
+// made mode 000 would otherwise stop goalrun (not root) from removing what
+// is inside it now and from copying the workspace in on the next run.
+func hostPerm(hdr *tar.Header) fs.FileMode {
+	perm := fs.FileMode(hdr.Mode).Perm()
+	if hdr.Typeflag == tar.TypeDir {
+		return perm | 0o700
+	}
+	return perm | 0o400
+}
+
 // parentsAreFolders reports whether every folder above rel (inside root)
 // exists and is a real folder, not a symlink.
 func parentsAreFolders(root *os.Root, rel string) bool {
@@ -605,7 +621,7 @@ func writeFileIn(root *os.Root, name string, perm fs.FileMode, r io.Reader, hdr 
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	if err := copySparse(f, r); err != nil {
 		f.Close()
 		return err
 	}
@@ -617,6 +633,61 @@ func writeFileIn(root *os.Root, name string, perm fs.FileMode, r io.Reader, hdr 
 		return err
 	}
 	return root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+}
+
+// sparseBlock is the unit copySparse checks for zeros: 64 KiB.
+const sparseBlock = 64 << 10
+
+// copySparse copies r into f, leaving a hole for each sparseBlock of zeros
+// instead of writing it, so a file that is sparse in the sandbox (a "1 GB"
+// file made with truncate) does not fill the host's disk with zeros.
+func copySparse(f *os.File, r io.Reader) error {
+	buf := make([]byte, sparseBlock)
+	var size int64
+	hole := false
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			size += int64(n)
+			if isZero(buf[:n]) {
+				if _, serr := f.Seek(int64(n), io.SeekCurrent); serr != nil {
+					return serr
+				}
+				hole = true
+			} else {
+				if _, werr := f.Write(buf[:n]); werr != nil {
+					return werr
+				}
+				hole = false
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if hole {
+		return f.Truncate(size) // a trailing hole: set the length
+	}
+	return nil
+}
+
+// isZero reports whether b holds only zero bytes.
+func isZero(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // removeUnseen removes what the workspace holds but the sandbox's tree no
@@ -655,6 +726,83 @@ func removeUnseen(root *os.Root, seen map[string]bool, owned ownedPaths) error {
 	for _, p := range gone {
 		if err := root.RemoveAll(filepath.FromSlash(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
+		}
+	}
+	return nil
+}
+
+// specialBits are the mode bits that make a program run as its owner or
+// group: setuid and setgid.
+const specialBits = fs.ModeSetuid | fs.ModeSetgid
+
+// specialBitPaths returns the paths under dir (slash-separated, relative)
+// of the regular files and folders that carry a setuid or setgid bit.
+// Symlinks are not followed. Errors come from reading dir.
+func specialBitPaths(dir string) (map[string]bool, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	keep := map[string]bool{}
+	err = fs.WalkDir(root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+				return nil
+			}
+			return err
+		}
+		if e.Type()&(fs.ModeSymlink|fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice) != 0 {
+			return nil
+		}
+		info, err := e.Info()
+		if err == nil && info.Mode()&specialBits != 0 {
+			keep[p] = true
+		}
+		return nil
+	})
+	return keep, err
+}
+
+// sweepSpecialBits removes, in bind mode, the setuid and setgid bits the
+// agent set on files and folders of the host workspace (everything not in
+// specialKeep). The agent runs as the workspace's owner, so a setuid
+// program it leaves would run as that owner for any local user who can
+// reach the tree; copy mode never brings the bits back (hostPerm). Errors
+// name the path that could not be changed.
+func (d *Docker) sweepSpecialBits() error {
+	if d.wsMode != WorkspaceBind || d.mountSrc == "" {
+		return nil
+	}
+	d.sweepMu.Lock()
+	defer d.sweepMu.Unlock()
+	found, err := specialBitPaths(d.mountSrc)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: looking for setuid and setgid bits the agent set in %q: %w", d.mountSrc, err)
+	}
+	var strip []string
+	for p := range found {
+		if !d.specialKeep[p] {
+			strip = append(strip, p)
+		}
+	}
+	if len(strip) == 0 {
+		return nil
+	}
+	sort.Strings(strip)
+	root, err := os.OpenRoot(d.mountSrc)
+	if err != nil {
+		return fmt.Errorf("sandbox: docker: workspace %q: %w", d.mountSrc, err)
+	}
+	defer root.Close()
+	for _, p := range strip {
+		name := filepath.FromSlash(p)
+		st, err := root.Lstat(name)
+		if err != nil || st.Mode()&fs.ModeSymlink != 0 {
+			continue // gone, or replaced by a link: nothing to clear
+		}
+		if err := root.Chmod(name, st.Mode()&(fs.ModePerm|fs.ModeSticky)); err != nil {
+			return fmt.Errorf("sandbox: docker: removing the setuid/setgid bit the agent set on %q in %q: %w", p, d.mountSrc, err)
 		}
 	}
 	return nil
