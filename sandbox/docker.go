@@ -122,6 +122,27 @@ const apiTimeout = 30 * time.Second
 
 var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
 
+// lifetimeGrace is what the agent container's main process lives beyond
+// Config.Lifetime: cleanup and the last copy-out take place after the
+// run's timeout.
+const lifetimeGrace = 10 * time.Minute
+
+// unknownLifetime bounds the agent container's main process when the run
+// has no timeout (Config.Lifetime 0): 24 hours.
+const unknownLifetime = 24 * time.Hour
+
+// containerLifetime is how long the agent container's main process runs
+// before it ends by itself (then the container stops): Config.Lifetime plus
+// lifetimeGrace, or unknownLifetime. goalrun stops it long before, on every
+// exit path it lives to see; this bounds the one it does not (SIGKILL).
+// A later step restarts a stopped container (ensureAgent).
+func (d *Docker) containerLifetime() time.Duration {
+	if d.cfg.Lifetime > 0 {
+		return (d.cfg.Lifetime + lifetimeGrace).Round(time.Second)
+	}
+	return unknownLifetime
+}
+
 // Docker is the sandbox that runs steps in hardened containers on a Docker
 // Engine: one long-lived agent container per run (steps are execs in it) and
 // a fresh, network-less, secret-less container per check step. See
@@ -725,7 +746,7 @@ func (d *Docker) createAgent(ctx context.Context) error {
 			}
 			mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: relayVolume, Target: relayDir})
 		}
-		d.relayCmd = []string{relayPath, "__relay"}
+		d.relayCmd = []string{relayPath, "__relay", "--lifetime", d.containerLifetime().String()}
 		if d.egress != nil {
 			d.relayCmd = append(d.relayCmd, d.egress.relayArgs()...)
 		}
@@ -733,7 +754,7 @@ func (d *Docker) createAgent(ctx context.Context) error {
 		return errors.New("sandbox: docker: egress needs the relay: set Config.RelayBinary to a static goalrun binary (goalrun's own executable)")
 	default:
 		// No relay: idle on the image's shell. Checks need sh anyway.
-		d.relayCmd = []string{"sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"}
+		d.relayCmd = []string{"sh", "-c", fmt.Sprintf("trap 'exit 0' TERM; sleep %d & wait $!", int64(d.containerLifetime().Seconds()))}
 	}
 	if d.egress != nil {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: d.egress.hostDir, Target: egressDir, ReadOnly: true})

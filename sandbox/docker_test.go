@@ -200,3 +200,33 @@ func TestBuildImage(t *testing.T) {
 		}
 	}
 }
+
+// The agent container's main process ends by itself after the run's
+// lifetime plus a grace period (goalrun killed outright never stops it):
+// the idle shell sleeps that long, the relay gets --lifetime.
+func TestDockerAgentContainerLifetime(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  sandbox.Config
+		want []string
+	}{
+		{"idle shell", sandbox.Config{Lifetime: 5 * time.Minute}, []string{"sh", "-c", "trap 'exit 0' TERM; sleep 900 & wait $!"}},
+		{"relay", sandbox.Config{Lifetime: 5 * time.Minute, RelayBinary: dockertest.GoalrunBinary(t)}, []string{"__relay", "--lifetime", "15m0s"}},
+	}
+	cli := dockertest.Client(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, _ := startDocker(t, tc.cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c, err := cli.ContainerInspect(ctx, sb.ContainerID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(c.Config.Cmd, "\x00")
+			if !strings.Contains(got, strings.Join(tc.want, "\x00")) {
+				t.Errorf("agent container command %q; want it to hold %q", c.Config.Cmd, tc.want)
+			}
+		})
+	}
+}

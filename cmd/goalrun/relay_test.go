@@ -43,6 +43,11 @@ func TestRelayCmd(t *testing.T) {
 		{name: "port in use", args: []string{busy.Addr().String() + "=/goalrun/egress/proxy.sock"}, wantCode: exitRunFailed, wantStderr: "address already in use"},
 		{name: "no mappings, already signalled", args: nil, wantCode: exitMet, wantStdout: "goalrun relay: ready\n"},
 		{name: "a mapping, already signalled", args: []string{"127.0.0.1:0=/x.sock"}, wantCode: exitBadInput, wantStderr: "listen port must be 1..65535"},
+		{name: "lifetime", args: []string{"--lifetime", "40m"}, wantCode: exitMet, wantStdout: "goalrun relay: ready\n"},
+		{name: "lifetime with equals", args: []string{"--lifetime=1h"}, wantCode: exitMet, wantStdout: "goalrun relay: ready\n"},
+		{name: "lifetime without value", args: []string{"--lifetime"}, wantCode: exitBadInput, wantStderr: "--lifetime needs a duration"},
+		{name: "lifetime not a duration", args: []string{"--lifetime", "soon"}, wantCode: exitBadInput, wantStderr: `--lifetime "soon": want a positive duration`},
+		{name: "lifetime zero", args: []string{"--lifetime=0s"}, wantCode: exitBadInput, wantStderr: "want a positive duration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,4 +180,22 @@ func TestRelayStaticBinary(t *testing.T) {
 		t.Error("relayed connection still open after the relay exited")
 	}
 	c.Close()
+}
+
+// A relay whose goalrun is gone (killed outright, no SIGTERM ever comes)
+// ends by itself when its lifetime has passed.
+func TestRelayLifetimeEnds(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), []string{relayCommand, "--lifetime", "300ms"}, func(string) (string, bool) { return "", false }, &stdout, &stderr)
+	}()
+	select {
+	case code := <-done:
+		if code != exitMet {
+			t.Errorf("exit %d, want %d; stderr: %s", code, exitMet, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the relay outlived its lifetime")
+	}
 }
