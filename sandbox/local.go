@@ -376,6 +376,11 @@ func runLocalStep(ctx context.Context, step *localStep, cmd Cmd, path, dir strin
 		if inW != nil {
 			inW.Close()
 		}
+		if errors.Is(startErr, syscall.E2BIG) {
+			// The program exists; its arguments or environment are too
+			// large for execve: not "not found".
+			return Result{}, fmt.Errorf("sandbox: local: starting %s step %q: its arguments and environment are too large for the kernel (one string at most 131072 bytes, all of them together about a quarter of the stack limit): %w", cmd.Role, cmd.Args[0], startErr)
+		}
 		return Result{}, fmt.Errorf("sandbox: local: starting %s step %q: %w: %w", cmd.Role, cmd.Args[0], ErrNotStarted, startErr)
 	}
 	step.pgid = c.Process.Pid

@@ -245,3 +245,18 @@ func BenchmarkLocalExec(b *testing.B) {
 		}
 	})
 }
+
+// A step whose argument is over the kernel's 131072-byte limit for one
+// string exists: it is not reported as a program that was not found.
+func TestLocalArgumentTooLargeIsNotNotFound(t *testing.T) {
+	ws := t.TempDir()
+	sb, err := sandbox.StartLocal(t.Context(), sandbox.Config{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	_, err = sb.Exec(t.Context(), sandbox.Cmd{Args: []string{"true", strings.Repeat("x", 200_000)}})
+	if err == nil || errors.Is(err, sandbox.ErrNotStarted) || !strings.Contains(err.Error(), "too large") {
+		t.Errorf("err = %v; want a plain error saying the arguments are too large", err)
+	}
+}

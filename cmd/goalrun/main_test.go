@@ -386,6 +386,9 @@ func TestStartupErrors(t *testing.T) {
 		{"yaml not a mapping", "- until\n", nil, 2, report.ErrBadInput, []string{".goalrun.yml", "mapping"}},
 		{"yaml bad value names file and line", "until: x\nsandbox: lxc\n", nil, 2, report.ErrBadInput, []string{`"sandbox"`, ".goalrun.yml line 2", "lxc"}},
 		{"task with a NUL byte", "until: x\nprompt: \"fix\\0it\"\n", nil, 2, report.ErrBadInput, []string{"NUL byte at byte 3"}},
+		{"task over 64 KiB", "", []string{"--until", "true", "--prompt", strings.Repeat("界", 25_000)}, 2, report.ErrBadInput, []string{"task is 75000 bytes", "at most 65536", "131072"}},
+		{"check over 32 KiB", "", []string{"--until", "true " + strings.Repeat("x", 40_000)}, 2, report.ErrBadInput, []string{"--until is 40005 bytes", "at most 32768", "script"}},
+		{"goal text over 32 KiB", "", []string{"--infer-until", strings.Repeat("x", 40_000)}, 2, report.ErrBadInput, []string{"--infer-until is 40000 bytes"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
