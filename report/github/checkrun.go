@@ -37,7 +37,7 @@ type Renderer func(report.Document) string
 // Emit turns goal_evaluated events into title updates ("iteration 2/5:
 // check failing"), Publish completes it with the document's conclusion and
 // its markdown rendering, and Cancel completes it as cancelled if Publish
-// never ran — so it is never left in_progress.
+// never ran (an interruption) — so it is not left in_progress.
 //
 // When Start fails (403 on a fork pull request or without "checks: write")
 // the sink is disabled: Emit, Publish and Cancel do nothing and Publish
@@ -64,8 +64,10 @@ type CheckRun struct {
 
 	mu        sync.Mutex
 	id        int64
+	appSlug   string
 	startErr  error
 	reported  bool
+	attempted bool // Publish tried to complete the run
 	completed bool
 	title     string
 	pending   chan struct{} // signals the updater that title changed
@@ -99,6 +101,16 @@ func (c *CheckRun) ID() int64 {
 	return c.id
 }
 
+// AppSlug returns the slug of the GitHub App the check run was created as
+// (the check run's app.slug, "github-actions" for a GITHUB_TOKEN); "" before
+// a successful Start or when GitHub did not say. Its bot user is
+// AppSlug()+"[bot]", the author of comments the same token writes.
+func (c *CheckRun) AppSlug() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.appSlug
+}
+
 // Start creates the check run in_progress. On error the sink is disabled
 // (see CheckRun) and the error — a *PermissionError for 403/404 — is
 // returned for the caller to warn about.
@@ -117,18 +129,36 @@ func (c *CheckRun) Start(ctx context.Context) error {
 		opts.DetailsURL = gh.Ptr(c.DetailsURL)
 	}
 	var run *gh.CheckRun
+	var status int
 	err := c.Retry.Do(ctx, func(ctx context.Context) error {
 		var err error
-		run, _, err = c.Client.Checks.CreateCheckRun(ctx, c.Owner, c.Repo, opts)
+		var resp *gh.Response
+		run, resp, err = c.Client.Checks.CreateCheckRun(ctx, c.Owner, c.Repo, opts)
+		status = 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
 		return err
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if status >= 200 && status < 300 && (err != nil || run.GetID() == 0) {
+		// GitHub made the run but its answer cannot be read: there is no id
+		// to complete it with, and creating another would show two.
+		why := "it has no id"
+		if err != nil {
+			why = err.Error()
+		}
+		c.startErr = fmt.Errorf("GitHub answered %d to creating the check run %q but the answer could not be read (%s): a check run may now exist on %s, left in_progress, which goalrun cannot complete without its id",
+			status, c.Name, why, c.HeadSHA)
+		return c.startErr
+	}
 	if err != nil {
 		c.startErr = classify(err, "create the check run", "checks: write")
 		return c.startErr
 	}
 	c.id = run.GetID()
+	c.appSlug = run.GetApp().GetSlug()
 	c.pending = make(chan struct{}, 1)
 	c.done = make(chan struct{})
 	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -256,6 +286,7 @@ func (c *CheckRun) Publish(ctx context.Context, doc report.Document) error {
 		c.mu.Unlock()
 		return errors.New("could not complete the check run: it was never started")
 	}
+	c.attempted = true
 	c.mu.Unlock()
 	c.stopUpdater()
 	conclusion := doc.Conclusion
@@ -266,12 +297,14 @@ func (c *CheckRun) Publish(ctx context.Context, doc report.Document) error {
 	return c.complete(ctx, conclusion, report.Headline(doc), md)
 }
 
-// Cancel completes the check run as cancelled when it was started and not
-// completed yet (the run was interrupted before a document existed). It is
-// safe to call after Publish; then it does nothing.
+// Cancel completes the check run as cancelled when it was started and
+// Publish never tried to complete it (the run was interrupted before a
+// document existed). After any Publish — also one that failed, whose
+// completion GitHub may have applied all the same — it does nothing, so a
+// failed completion never turns into "cancelled".
 func (c *CheckRun) Cancel(ctx context.Context) error {
 	c.mu.Lock()
-	if c.id == 0 || c.completed {
+	if c.id == 0 || c.completed || c.attempted {
 		c.mu.Unlock()
 		return nil
 	}

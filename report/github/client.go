@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,7 +46,9 @@ func NewClient(apiURL, token string, hc *http.Client) (*gh.Client, error) {
 }
 
 // Retry retries GitHub API calls that failed for a passing reason — 5xx
-// answers, primary and secondary rate limits, network errors — with
+// answers, primary and secondary rate limits (any 429; a 403 that
+// go-github recognises as one or that carries Retry-After or
+// x-ratelimit-remaining: 0), network errors — with
 // exponential backoff, within a bounded total wait. Any other error (4xx)
 // is returned at once. The zero value uses the defaults below.
 type Retry struct {
@@ -125,6 +128,12 @@ func retryAfter(err error, backoff time.Duration) (time.Duration, bool) {
 	}
 	var er *gh.ErrorResponse
 	if errors.As(err, &er) && er.Response != nil {
+		if rateLimited(er.Response) {
+			if d, ok := waitHeader(er.Response, time.Now()); ok {
+				return max(d, 0), true
+			}
+			return max(backoff, time.Minute), true // GitHub: wait at least a minute
+		}
 		return backoff, er.Response.StatusCode >= 500
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -134,6 +143,41 @@ func retryAfter(err error, backoff time.Duration) (time.Duration, bool) {
 	var ue *url.Error
 	if errors.As(err, &ne) || errors.As(err, &ue) {
 		return backoff, true
+	}
+	return 0, false
+}
+
+// rateLimited says whether an answer go-github did not recognise as a rate
+// limit is one: any 429 (GitHub's primary and secondary limits may answer
+// 429, with or without documentation_url), and a 403 carrying Retry-After or
+// x-ratelimit-remaining: 0 (GitHub REST API docs, "Rate limits for the REST
+// API": "you may receive a 403 or 429 response").
+func rateLimited(r *http.Response) bool {
+	switch r.StatusCode {
+	case http.StatusTooManyRequests:
+		return true
+	case http.StatusForbidden:
+		return r.Header.Get("Retry-After") != "" || r.Header.Get("X-Ratelimit-Remaining") == "0"
+	}
+	return false
+}
+
+// waitHeader reads how long GitHub asks to wait: Retry-After (seconds or an
+// HTTP date), else x-ratelimit-reset (epoch seconds) when the remaining
+// quota is 0. ok is false when neither says.
+func waitHeader(r *http.Response, now time.Time) (time.Duration, bool) {
+	if v := strings.TrimSpace(r.Header.Get("Retry-After")); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			return time.Duration(n) * time.Second, true
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return t.Sub(now), true
+		}
+	}
+	if r.Header.Get("X-Ratelimit-Remaining") == "0" {
+		if n, err := strconv.ParseInt(r.Header.Get("X-Ratelimit-Reset"), 10, 64); err == nil {
+			return time.Unix(n, 0).Sub(now), true
+		}
 	}
 	return 0, false
 }
@@ -164,7 +208,7 @@ func classify(err error, what, permission string) error {
 		return nil
 	}
 	var er *gh.ErrorResponse
-	if errors.As(err, &er) && er.Response != nil &&
+	if errors.As(err, &er) && er.Response != nil && !rateLimited(er.Response) &&
 		(er.Response.StatusCode == http.StatusForbidden || er.Response.StatusCode == http.StatusNotFound) {
 		return &PermissionError{What: what, Permission: permission, Err: err}
 	}

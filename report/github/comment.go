@@ -25,10 +25,11 @@ const (
 )
 
 // Comment posts the report on the pull request (or issue) Number: in
-// sticky mode it edits the one comment that carries its hidden marker
-// (paging through every comment to find it) or creates it; in new mode it
-// adds a comment each run. Bodies are capped at CommentBodyBytes. A 403 is
-// returned as a *PermissionError ("pull-requests: write" / "issues: write").
+// sticky mode it edits the newest comment that carries its hidden marker
+// and was written by Author — goalrun's own identity — (paging through the
+// comments to find it) or creates it; in new mode it adds a comment each
+// run. Bodies are capped at CommentBodyBytes. A 403 is returned as a
+// *PermissionError ("pull-requests: write" / "issues: write").
 type Comment struct {
 	Client      *gh.Client
 	Owner, Repo string
@@ -38,13 +39,47 @@ type Comment struct {
 	// Key tells sticky comments of different goalrun steps apart (the check
 	// name, so a matrix keeps one comment per target).
 	Key string
+	// Author is the login whose comments sticky mode may edit: the token's
+	// own identity (see Identity). "" means DefaultAuthor. A comment by
+	// anyone else — another bot, a person quoting the marker — is never
+	// edited.
+	Author string
 	// Retry bounds retries of 5xx answers and rate limits.
 	Retry Retry
 	// Render renders the document (nil means report.Markdown).
 	Render Renderer
-	// URL is set after a successful Publish or Reply to the comment's
+	// URL is set after a successful Publish, Reply or Say to the comment's
 	// html_url.
 	URL string
+	// Warnings are problems that did not stop the comment, for the caller to
+	// show (e.g. the search for the sticky comment stopped at its page cap).
+	Warnings []string
+}
+
+// DefaultAuthor is the login of comments written with a workflow's
+// GITHUB_TOKEN.
+const DefaultAuthor = "github-actions[bot]"
+
+// Identity returns the login goalrun's comments are written as, for
+// Comment.Author: appSlug+"[bot]" when the check run told which GitHub App
+// the token belongs to (CheckRun.AppSlug), else the login of GET /user (a
+// personal access token), else DefaultAuthor (an installation token, whose
+// GET /user answers 403). It never fails: an unknown identity is
+// DefaultAuthor, which at worst makes a new comment instead of editing one.
+func Identity(ctx context.Context, client *gh.Client, appSlug string, retry Retry) string {
+	if appSlug != "" {
+		return appSlug + "[bot]"
+	}
+	var u *gh.User
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		var err error
+		u, _, err = client.Users.Get(ctx, "")
+		return err
+	})
+	if err == nil && u.GetLogin() != "" {
+		return u.GetLogin()
+	}
+	return DefaultAuthor
 }
 
 var _ Publisher = (*Comment)(nil)
@@ -64,14 +99,20 @@ func (c *Comment) Publish(ctx context.Context, doc report.Document) error {
 	return c.Reply(ctx, md(doc))
 }
 
-// Reply posts markdown as the comment (sticky or new per Mode); the polite
-// refusal of a `/goalrun` trigger goes through here too.
+// Reply posts markdown as the report's comment, with the marker (sticky or
+// new per Mode).
 func (c *Comment) Reply(ctx context.Context, markdown string) error {
 	marker := Marker(c.Key)
 	body := fit(marker+"\n"+markdown, CommentBodyBytes)
 	if c.Mode == CommentSticky {
 		id, err := c.findSticky(ctx, marker)
-		if err != nil {
+		if errors.Is(err, errPageCap) {
+			what := "a new comment is made"
+			if id != 0 {
+				what = "the newest one found is edited"
+			}
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%v while looking for goalrun's sticky comment on #%d: %s", err, c.Number, what))
+		} else if err != nil {
 			return classify(err, "find goalrun's sticky comment", "pull-requests: write")
 		}
 		if id != 0 {
@@ -88,6 +129,17 @@ func (c *Comment) Reply(ctx context.Context, markdown string) error {
 			return nil
 		}
 	}
+	return c.create(ctx, body)
+}
+
+// Say posts markdown as a new comment without the sticky marker, whatever
+// Mode is: a reply (the polite refusal of a `/goalrun` trigger) that no
+// later run edits and that never replaces the report's comment.
+func (c *Comment) Say(ctx context.Context, markdown string) error {
+	return c.create(ctx, fit(markdown, CommentBodyBytes))
+}
+
+func (c *Comment) create(ctx context.Context, body string) error {
 	var out *gh.IssueComment
 	err := c.Retry.Do(ctx, func(ctx context.Context) error {
 		var err error
@@ -105,12 +157,22 @@ func (c *Comment) Reply(ctx context.Context, markdown string) error {
 // 100 comments.
 const maxCommentPages = 100
 
-// findSticky returns the id of the newest bot comment carrying marker, or 0.
-// Only comments by bots are considered, so a person quoting the marker
-// cannot make goalrun edit (or try to edit) their comment.
+// errPageCap is findSticky's error when it stopped at maxCommentPages.
+var errPageCap = fmt.Errorf("stopped after %d pages of comments", maxCommentPages)
+
+// findSticky returns the id of the newest comment carrying marker whose
+// author is the comment's Author, or 0. Comments by anyone else are never
+// considered, so neither a person quoting the marker nor another bot (or
+// another workflow's token) can make goalrun edit their comment. When it
+// stops at maxCommentPages it returns the newest match so far (0 if none)
+// with errPageCap.
 func (c *Comment) findSticky(ctx context.Context, marker string) (int64, error) {
 	if c.Number == 0 {
 		return 0, errors.New("no pull request or issue number")
+	}
+	author := c.Author
+	if author == "" {
+		author = DefaultAuthor
 	}
 	opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
 	var found int64
@@ -126,7 +188,7 @@ func (c *Comment) findSticky(ctx context.Context, marker string) (int64, error) 
 			return 0, err
 		}
 		for _, cm := range list {
-			if cm.GetUser().GetType() == "Bot" && strings.HasPrefix(cm.GetBody(), marker) {
+			if strings.EqualFold(cm.GetUser().GetLogin(), author) && strings.HasPrefix(cm.GetBody(), marker) {
 				found = cm.GetID()
 			}
 		}
@@ -135,5 +197,5 @@ func (c *Comment) findSticky(ctx context.Context, marker string) (int64, error) 
 		}
 		opts.Page = resp.NextPage
 	}
-	return found, fmt.Errorf("stopped after %d pages of comments", maxCommentPages)
+	return found, errPageCap
 }

@@ -399,21 +399,27 @@ func (p *FixPR) body(doc report.Document) string {
 	}
 	var b strings.Builder
 	b.WriteString("goalrun ran the agent until the check passed in its sandbox; this pull request carries the agent's changes. Review them like any other contribution.\n\n")
+	// The paths are the agent's choice: escaped like every other agent
+	// text (mdText), never put raw into code spans or the quote.
 	if len(p.WorkflowChanges) > 0 {
 		b.WriteString("> [!WARNING]\n> The agent also changed workflow files, which goalrun never pushes (a `GITHUB_TOKEN` cannot, and should not): ")
-		for i, w := range p.WorkflowChanges {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("`" + w + "`")
-		}
+		b.WriteString(mdList(p.WorkflowChanges))
 		b.WriteString(".\n\n")
 	}
 	if len(p.Unreadable) > 0 {
-		b.WriteString("> [!NOTE]\n> Not committed: " + strings.Join(p.Unreadable, ", ") + ".\n\n")
+		b.WriteString("> [!NOTE]\n> Not committed: " + mdList(p.Unreadable) + ".\n\n")
 	}
 	b.WriteString(md(doc))
 	return fit(b.String(), PullBodyBytes)
+}
+
+// mdList joins escaped items with commas.
+func mdList(items []string) string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = mdText(it)
+	}
+	return strings.Join(out, ", ")
 }
 
 func (p *FixPR) pull(ctx context.Context, doc report.Document) error {

@@ -128,7 +128,7 @@ func TestFixPRTwiceOpensOneAndUpdatesIt(t *testing.T) {
 	if len(pulls) != 1 || pulls[0].Head != "goalrun/goalrun-calc" || pulls[0].Base != "main" {
 		t.Fatalf("pulls = %+v", pulls)
 	}
-	if b := pulls[0].Body; !strings.Contains(b, "REPORT success") || !strings.Contains(b, "`.github/workflows/ci.yml`") {
+	if b := pulls[0].Body; !strings.Contains(b, "REPORT success") || !strings.Contains(b, "pushes (a `GITHUB_TOKEN` cannot, and should not): .github/workflows/ci.yml.") {
 		t.Errorf("body = %q", b)
 	}
 

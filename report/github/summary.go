@@ -26,8 +26,9 @@ type StepSummary struct {
 	// Render renders the document (nil means report.MarkdownWith with the
 	// mermaid chart).
 	Render Renderer
-	// Notes are shown above the report, one line each (for example "the
-	// check run could not be created: …").
+	// Notes are shown above the report, one warning each (for example
+	// "the check run could not be created: …"), escaped as plain text:
+	// they may quote names the agent chose.
 	Notes []string
 }
 
@@ -45,7 +46,7 @@ func (s *StepSummary) Publish(ctx context.Context, doc report.Document) error {
 	}
 	var b strings.Builder
 	for _, n := range s.Notes {
-		fmt.Fprintf(&b, "> [!WARNING]\n> %s\n\n", strings.ReplaceAll(n, "\n", " "))
+		fmt.Fprintf(&b, "> [!WARNING]\n> %s\n\n", mdText(n))
 	}
 	b.WriteString(md(doc))
 	b.WriteString("\n")
@@ -62,6 +63,32 @@ func (s *StepSummary) Publish(ctx context.Context, doc report.Document) error {
 		return fmt.Errorf("the job summary %s already holds %d bytes or more: the report was not added", s.Path, StepSummaryBytes)
 	}
 	if _, err := f.WriteString(fit(b.String(), room)); err != nil {
+		return fmt.Errorf("could not write the job summary %s: %w", s.Path, err)
+	}
+	return f.Close()
+}
+
+// Notice appends one escaped note (a GitHub "[!NOTE]" alert) to the job
+// summary, for a run that ends without a report (a refused `/goalrun`
+// comment). It returns an error when Path is unset, the file cannot be
+// written, or it already holds StepSummaryBytes.
+func (s *StepSummary) Notice(text string) error {
+	if s.Path == "" {
+		return fmt.Errorf("GITHUB_STEP_SUMMARY is not set: no job summary written")
+	}
+	f, err := os.OpenFile(s.Path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("could not open the job summary %s: %w", s.Path, err)
+	}
+	defer f.Close()
+	room := StepSummaryBytes
+	if fi, err := f.Stat(); err == nil {
+		room -= int(fi.Size())
+	}
+	if room <= 0 {
+		return fmt.Errorf("the job summary %s already holds %d bytes or more: the note was not added", s.Path, StepSummaryBytes)
+	}
+	if _, err := f.WriteString(fit("> [!NOTE]\n> "+mdText(text)+"\n\n", room)); err != nil {
 		return fmt.Errorf("could not write the job summary %s: %w", s.Path, err)
 	}
 	return f.Close()

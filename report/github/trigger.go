@@ -10,7 +10,8 @@ const DefaultTriggerPhrase = "/goalrun"
 
 // Trigger decides whether a comment event starts a run: the comment must
 // have been created (not edited or deleted), hold the trigger phrase at the
-// start of a line (not inside a quote), and come from an author with write
+// start of a line a reader sees (not inside a quote, a code block or an HTML
+// comment; see findPhrase), and come from an author with write
 // access — OWNER, MEMBER or COLLABORATOR by author_association — or from a
 // bot listed in AllowedBots.
 type Trigger struct {
@@ -88,19 +89,35 @@ func (t Trigger) botAllowed(login string) bool {
 	return false
 }
 
-// findPhrase finds phrase at the start of a line of body (after optional
-// spaces; quoted lines starting with ">" and fenced code blocks do not
-// count) followed by whitespace or the end, and returns the text after it.
+// findPhrase finds phrase at the start of a line of body — after at most
+// three spaces, as markdown reads a paragraph — followed by whitespace or
+// the end, and returns the text after it. What a reader of the rendered
+// comment does not see as a paragraph line never counts: HTML comments
+// (`<!-- … -->`, removed first, also from the returned prompt, so a hidden
+// instruction never reaches the agent; an unclosed one hides the rest),
+// fenced code blocks (``` or ~~~, closed only by the same character at least
+// as many times, per CommonMark), indented code (four spaces or a tab) and
+// quoted lines (">").
 func findPhrase(body, phrase string) (string, bool) {
-	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
-	fenced := false
+	body = stripHTMLComments(strings.ReplaceAll(body, "\r\n", "\n"))
+	lines := strings.Split(body, "\n")
+	var fence string // the open fence's run of ` or ~, "" outside a block
 	for i, line := range lines {
-		trimmed := strings.TrimLeft(line, " \t")
-		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
-			fenced = !fenced
-			continue
+		indent, trimmed := leadingSpace(line)
+		if run := fenceRun(trimmed); indent <= 3 && run != "" {
+			switch {
+			case fence == "":
+				if run[0] == '`' && strings.Contains(trimmed[len(run):], "`") {
+					break // not a fence: an info string may not hold a backtick
+				}
+				fence = run
+				continue
+			case run[0] == fence[0] && len(run) >= len(fence) && strings.TrimSpace(trimmed[len(run):]) == "":
+				fence = ""
+				continue
+			}
 		}
-		if fenced || !strings.HasPrefix(trimmed, phrase) {
+		if fence != "" || indent > 3 || !strings.HasPrefix(trimmed, phrase) {
 			continue
 		}
 		rest := trimmed[len(phrase):]
@@ -117,6 +134,58 @@ func findPhrase(body, phrase string) (string, bool) {
 		return prompt, true
 	}
 	return "", false
+}
+
+// leadingSpace returns line's indentation in columns (a tab advances to
+// the next multiple of four) and the line without it.
+func leadingSpace(line string) (int, string) {
+	col := 0
+	for i, r := range line {
+		switch r {
+		case ' ':
+			col++
+		case '\t':
+			col += 4 - col%4
+		default:
+			return col, line[i:]
+		}
+	}
+	return col, ""
+}
+
+// fenceRun returns the run of three or more backticks or tildes s starts
+// with, or "".
+func fenceRun(s string) string {
+	if s == "" || (s[0] != '`' && s[0] != '~') {
+		return ""
+	}
+	n := 0
+	for n < len(s) && s[n] == s[0] {
+		n++
+	}
+	if n < 3 {
+		return ""
+	}
+	return s[:n]
+}
+
+// stripHTMLComments removes every `<!-- … -->` from s; an unclosed one
+// removes the rest of s (a comment block hides it all when rendered).
+func stripHTMLComments(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "<!--")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		j := strings.Index(s[i+4:], "-->")
+		if j < 0 {
+			return b.String()
+		}
+		s = s[i+4+j+3:]
+	}
 }
 
 // RefusalMessage is the polite reply to a comment whose author may not

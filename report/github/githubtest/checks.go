@@ -174,6 +174,10 @@ func checkBody(w http.ResponseWriter, op string, body []byte) bool {
 }
 
 func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request) {
+	if s.personal != "" {
+		writeError(w, http.StatusForbidden, "You must authenticate via a GitHub App.", nil)
+		return
+	}
 	body := requestBody(r)
 	if !checkBody(w, "checks/create", body) {
 		return
@@ -278,6 +282,7 @@ func (s *Server) checkRunJSON(c *CheckRun) map[string]any {
 		"started_at":  c.StartedAt,
 		"external_id": c.ExternalID,
 		"html_url":    s.htmlURL("runs/%d", c.ID),
+		"app":         map[string]any{"id": 15368, "slug": s.appSlug, "name": s.appSlug},
 		"url":         fmt.Sprintf("%s/repos/%s/%s/check-runs/%d", s.URL, s.Owner, s.Repo, c.ID),
 		"output": map[string]any{
 			"title":             nilIfEmpty(c.Title),

@@ -36,6 +36,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 		{"POST " + repo + "/git/trees", "git/create-tree", s.createTree},
 		{"GET " + repo + "/git/commits/{sha}", "git/get-commit", s.getCommit},
 		{"POST " + repo + "/git/commits", "git/create-commit", s.createCommit},
+		{"GET /user", "users/get-authenticated", s.getUser},
 	} {
 		s.handle(mux, r.pattern, r.op, r.h)
 	}
@@ -92,8 +93,32 @@ func (s *Server) Comments(n int) []Comment {
 }
 
 // TokenLogin is the login the fake gives comments created through the API
-// (the GITHUB_TOKEN's identity).
-const TokenLogin = "github-actions[bot]"
+// by default (the GITHUB_TOKEN's identity; see SetApp, UsePersonalToken).
+const TokenLogin = DefaultAppSlug + "[bot]"
+
+// getUser answers GET /user: the personal access token's user, or 403 for
+// an installation token (GitHub: "Resource not accessible by integration").
+func (s *Server) getUser(w http.ResponseWriter, r *http.Request) {
+	if s.personal == "" {
+		writeError(w, http.StatusForbidden, "Resource not accessible by integration", nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"login": s.personal, "id": 4242, "type": "User"})
+}
+
+// AddBotComment seeds a comment written by a bot (type Bot), e.g. another
+// GitHub App's "other-app[bot]", and returns its id.
+func (s *Server) AddBotComment(n int, login, body string) int64 {
+	id := s.AddComment(n, login, "NONE", body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.comments {
+		if c.ID == id {
+			c.UserType = "Bot"
+		}
+	}
+	return id
+}
 
 func (s *Server) issueNumber(w http.ResponseWriter, r *http.Request) (int, bool) {
 	n, err := strconv.Atoi(r.PathValue("number"))
@@ -142,7 +167,8 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c := &Comment{ID: s.newID(), Issue: n, Body: body, Login: TokenLogin, UserType: "Bot", AuthorAssociation: "NONE"}
+	login, typ := s.identity()
+	c := &Comment{ID: s.newID(), Issue: n, Body: body, Login: login, UserType: typ, AuthorAssociation: "NONE"}
 	s.comments = append(s.comments, c)
 	writeJSON(w, http.StatusCreated, s.commentJSON(c))
 }

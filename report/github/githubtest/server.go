@@ -96,6 +96,24 @@ type Fault struct {
 	// Times is how many requests the fault answers before the operation
 	// works again; 0 means every request.
 	Times int
+	// Header holds more response headers, e.g. x-ratelimit-remaining: 0
+	// and x-ratelimit-reset for a primary rate limit.
+	Header http.Header
+	// Body, when set, is sent verbatim instead of GitHub's error body (e.g.
+	// a 201 whose JSON was cut off).
+	Body string
+	// When, when set, limits the fault to requests whose body contains it
+	// (e.g. `"conclusion":"success"` fails only a check run's completion);
+	// other requests of the operation are served normally and do not count
+	// against Times.
+	When string
+}
+
+// TooManyRequests answers 429 with Retry-After (0 = absent) and GitHub's
+// plain error body, without the secondary-rate-limit documentation_url
+// that go-github looks for, times times (0 = always).
+func TooManyRequests(retryAfter time.Duration, times int) Fault {
+	return Fault{Status: http.StatusTooManyRequests, Message: "API rate limit exceeded", RetryAfter: retryAfter, Times: times}
 }
 
 // Forbidden is the 403 a read-only GITHUB_TOKEN gets (fork pull requests,
@@ -145,6 +163,9 @@ type Server struct {
 	nextIssue int
 	git       *objects
 	refs      map[string]string // "refs/heads/main" -> commit SHA
+	// appSlug is the GitHub App the token belongs to ("" for a personal
+	// access token); personal is the login of a personal access token.
+	appSlug, personal string
 	// ProtectWorkflows refuses ref updates whose commit changes
 	// .github/workflows/ compared with its first parent, as GitHub refuses
 	// them for a token without the "workflows" permission. On by default.
@@ -169,6 +190,7 @@ func NewServer(tb testing.TB, repository string) *Server {
 		now:              time.Now,
 		protectWorkflows: true,
 		nextID:           1000,
+		appSlug:          DefaultAppSlug,
 	}
 	mux := http.NewServeMux()
 	s.routes(mux)
@@ -203,6 +225,44 @@ func (s *Server) Fail(op string, f Fault) {
 		left = -1
 	}
 	s.faults[op] = &fault{Fault: f, left: left}
+}
+
+// DefaultAppSlug is the GitHub App a workflow's GITHUB_TOKEN belongs to.
+const DefaultAppSlug = "github-actions"
+
+// SetApp makes the token an installation token of the GitHub App slug:
+// check runs carry app.slug = slug and comments created through the API
+// are written by "slug[bot]" (type Bot). GET /user answers 403, as GitHub
+// answers an installation token.
+func (s *Server) SetApp(slug string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.appSlug, s.personal = slug, ""
+}
+
+// UsePersonalToken makes the token a personal access token of login:
+// GET /user answers login, comments are written by login (type User), and
+// creating a check run answers 403 (GitHub: only GitHub Apps may write
+// check runs).
+func (s *Server) UsePersonalToken(login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.appSlug, s.personal = "", login
+}
+
+// TokenIdentity returns the login and user type of comments created
+// through the API with the current token.
+func (s *Server) TokenIdentity() (login, userType string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.identity()
+}
+
+func (s *Server) identity() (login, userType string) {
+	if s.personal != "" {
+		return s.personal, "User"
+	}
+	return s.appSlug + "[bot]", "Bot"
 }
 
 // AllowWorkflowChanges lets ref updates change .github/workflows/ (as a
@@ -279,8 +339,10 @@ func (r *recorder) WriteHeader(code int) {
 }
 
 // handle registers one operation: it checks authentication, the repository
-// and scripted faults before calling h with the server locked.
+// (for routes under /repos/) and scripted faults before calling h with the
+// server locked.
 func (s *Server) handle(mux *http.ServeMux, pattern, op string, h func(w http.ResponseWriter, r *http.Request)) {
+	repoRoute := strings.Contains(pattern, "{owner}")
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if req, ok := r.Context().Value(opKey{}).(*Request); ok {
 			req.Operation = op
@@ -289,13 +351,13 @@ func (s *Server) handle(mux *http.ServeMux, pattern, op string, h func(w http.Re
 			writeError(w, http.StatusUnauthorized, "Requires authentication", nil)
 			return
 		}
-		if r.PathValue("owner") != s.Owner || r.PathValue("repo") != s.Repo {
+		if repoRoute && (r.PathValue("owner") != s.Owner || r.PathValue("repo") != s.Repo) {
 			writeError(w, http.StatusNotFound, "Not Found", nil)
 			return
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if f := s.faults[op]; f != nil {
+		if f := s.faults[op]; f != nil && (f.When == "" || strings.Contains(string(peekBody(r)), f.When)) {
 			if f.left > 0 {
 				f.left--
 				if f.left == 0 {
@@ -309,10 +371,28 @@ func (s *Server) handle(mux *http.ServeMux, pattern, op string, h func(w http.Re
 	})
 }
 
+// peekBody returns r's body and puts it back for the handler.
+func peekBody(r *http.Request) []byte {
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return b
+}
+
 // writeFault answers a scripted fault in GitHub's shapes.
 func writeFault(w http.ResponseWriter, f Fault) {
+	for k, vs := range f.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
 	if f.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter.Round(time.Second)/time.Second)))
+	}
+	if f.Body != "" {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(f.Status)
+		_, _ = io.WriteString(w, f.Body)
+		return
 	}
 	msg := f.Message
 	if f.SecondaryRateLimit {
