@@ -180,7 +180,7 @@ var elisions = []elision{
 			return ""
 		}
 		p := d.Sandbox
-		n := shrinkList(&p.EgressAllowlist, 8, 64) + shrinkList(&p.CapDrop, 8, 64) + shrinkList(&p.SecretsInSandbox, 8, 64)
+		n := shrinkList(&p.EgressAllowlist, 8, 64) + shrinkList(&p.CapDrop, 8, 64) + shrinkList(&p.SecretsInSandbox, 8, 64) + shrinkList(&p.ExtraMounts, 8, 64)
 		return plural(n, "item", "dropped or cut to 64 bytes (8 a list at most)")
 	}},
 	{"changes.risky_paths.text", func(d *Document) string {
@@ -308,15 +308,18 @@ var elisions = []elision{
 		if p == nil {
 			return ""
 		}
-		n := len(p.EgressAllowlist) + len(p.CapDrop) + len(p.SecretsInSandbox)
+		n := len(p.EgressAllowlist) + len(p.CapDrop) + len(p.SecretsInSandbox) + len(p.ExtraMounts)
 		if n == 0 {
 			return ""
 		}
 		if p.EgressAllowlist != nil {
 			p.EgressAllowlist = []string{}
 		}
+		if p.ExtraMounts != nil {
+			p.ExtraMounts = []string{}
+		}
 		p.CapDrop, p.SecretsInSandbox = []string{}, []string{}
-		return plural(n, "item", "dropped from egress_allowlist, cap_drop, secrets_in_sandbox: the lists are NOT complete")
+		return plural(n, "item", "dropped from egress_allowlist, cap_drop, secrets_in_sandbox, extra_mounts: the lists are NOT complete")
 	}},
 	{"required_only", func(d *Document) string {
 		*d = requiredOnly(*d)

@@ -412,6 +412,7 @@ func copyPosture(p sandbox.Posture) sandbox.Posture {
 	p.EgressAllowlist = append([]string(nil), p.EgressAllowlist...)
 	p.EgressDenials = append([]string(nil), p.EgressDenials...)
 	p.CapDrop = append([]string{}, p.CapDrop...)
+	p.ExtraMounts = append([]string(nil), p.ExtraMounts...)
 	p.SecretsInSandbox = append([]string{}, p.SecretsInSandbox...)
 	if p.Mount != nil {
 		m := *p.Mount

@@ -180,6 +180,7 @@ func FuzzEncode(f *testing.F) {
 				p.EgressDenials = append(p.EgressDenials, small(i+1))
 				p.SecretsInSandbox = append(p.SecretsInSandbox, small(i+2))
 				p.CapDrop = append(p.CapDrop, small(i+3))
+				p.ExtraMounts = append(p.ExtraMounts, small(i))
 			}
 			p.EgressDenied, p.PidsLimit = -items, int64(-tools)
 			run.Sandbox = p
@@ -199,7 +200,8 @@ func FuzzEncode(f *testing.F) {
 		}
 		validate(t, doc)
 		if bytes.Contains(doc, []byte(secretMark)) {
-			i := bytes.Index(doc, []byte(secretMark)); t.Fatalf("secret in the document at %d:\n%.300s", i, doc[max(0, i-200):])
+			i := bytes.Index(doc, []byte(secretMark))
+			t.Fatalf("secret in the document at %d:\n%.300s", i, doc[max(0, i-200):])
 		}
 		if bytes.Contains(events.Bytes(), []byte(secretMark)) {
 			t.Fatalf("secret in the events:\n%.3000s", events.Bytes())

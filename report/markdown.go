@@ -517,6 +517,9 @@ func mdSandbox(d Document) string {
 	if p.MemoryBytes > 0 {
 		parts = append(parts, fmt.Sprintf("memory %d MiB", p.MemoryBytes>>20))
 	}
+	if len(p.ExtraMounts) > 0 {
+		parts = append(parts, "also mounted: "+mdText(strings.Join(p.ExtraMounts, ", ")))
+	}
 	if len(p.SecretsInSandbox) > 0 {
 		parts = append(parts, "⚠️ secrets in sandbox: "+mdText(strings.Join(p.SecretsInSandbox, ", ")))
 	} else {

@@ -282,6 +282,9 @@ func normalizePosture(p sandbox.Posture, red *Redactor, note func(string, ...any
 	if p.CapDrop == nil {
 		p.CapDrop = []string{}
 	}
+	p.ExtraMounts = boundList(p.ExtraMounts, red, ListMax, func(n int) {
+		note("sandbox.extra_mounts: %d of %d kept (cap)", ListMax, n)
+	})
 	p.SecretsInSandbox = boundList(p.SecretsInSandbox, red, ListMax, func(n int) {
 		note("sandbox.secrets_in_sandbox: %d of %d kept (cap)", ListMax, n)
 	})

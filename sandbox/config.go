@@ -209,6 +209,12 @@ type Posture struct {
 	Privileged bool `json:"privileged,omitempty"`
 	// Runtime is the OCI runtime (runc, runsc); "" for local.
 	Runtime string `json:"runtime,omitempty"`
+	// ExtraMounts lists, besides the workspace, every folder or file of the
+	// host (or an Engine volume) the containers mount, as the container
+	// path and ":ro" or ":rw", e.g. "/opt/goalrun/gocache:ro" (read back
+	// from the Engine; the agent binary, a Go toolchain, goalrun's relay
+	// and egress sockets). Empty for local.
+	ExtraMounts []string `json:"extra_mounts,omitempty"`
 	// SecretsInSandbox names (never values) the secrets the agent could read.
 	SecretsInSandbox []string `json:"secrets_in_sandbox"`
 	// FallbackNotice says why a sandbox that was asked for was replaced by

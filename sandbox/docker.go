@@ -864,6 +864,7 @@ func (d *Docker) readPosture(ctx context.Context) error {
 		return fmt.Errorf("sandbox: docker: inspecting the agent container: %w", err)
 	}
 	p := postureFromInspect(c, d.info)
+	p.ExtraMounts = extraMounts(c.Mounts, d.workspaceMount().Target)
 	p.Image = d.image
 	p.ImageDigest = d.digest
 	p.Root = d.root
@@ -887,6 +888,25 @@ func (d *Docker) readPosture(ctx context.Context) error {
 	p.Tier = ComputeTier(p) // again: network and secrets are settled now
 	d.postureFix = p
 	return nil
+}
+
+// extraMounts lists the bind and volume mounts of an inspected container
+// other than the workspace's (at wsTarget), as "TARGET:ro" or "TARGET:rw",
+// sorted.
+func extraMounts(ms []container.MountPoint, wsTarget string) []string {
+	var out []string
+	for _, m := range ms {
+		if m.Destination == wsTarget || (m.Type != mount.TypeBind && m.Type != mount.TypeVolume) {
+			continue
+		}
+		mode := ":ro"
+		if m.RW {
+			mode = ":rw"
+		}
+		out = append(out, m.Destination+mode)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // postureFromInspect reads the hardening the Engine applied to c.

@@ -135,7 +135,7 @@ func TestDockerHardeningInside(t *testing.T) {
 		len(p.CapDrop) != 1 || p.CapDrop[0] != "ALL" || p.User != "1000:1000" || p.PidsLimit != sandbox.DefaultPidsLimit ||
 		p.MemoryBytes != sandbox.DefaultMemoryBytes || p.NanoCPUs != sandbox.DefaultNanoCPUs || p.Tier != sandbox.TierEgressOnly ||
 		p.Root != sandbox.DockerRoot || p.Workspace != sandbox.WorkspaceBind || p.Privileged || p.Runtime == "" ||
-		!strings.HasPrefix(p.ImageDigest, "sha256:") || len(p.SecretsInSandbox) != 0 || p.FallbackNotice != nil || p.Mount != nil {
+		!strings.HasPrefix(p.ImageDigest, "sha256:") || len(p.SecretsInSandbox) != 0 || p.FallbackNotice != nil || p.Mount != nil || len(p.ExtraMounts) != 0 {
 		t.Errorf("posture does not say what was applied: %+v", p)
 	}
 }
@@ -226,6 +226,12 @@ func TestDockerAgentContainerLifetime(t *testing.T) {
 			got := strings.Join(c.Config.Cmd, "\x00")
 			if !strings.Contains(got, strings.Join(tc.want, "\x00")) {
 				t.Errorf("agent container command %q; want it to hold %q", c.Config.Cmd, tc.want)
+			}
+			// The posture names what else is mounted: the relay's binary
+			// (read-only), nothing without one.
+			em := sb.Posture().ExtraMounts
+			if tc.cfg.RelayBinary == "" && len(em) != 0 || tc.cfg.RelayBinary != "" && (len(em) == 0 || !strings.HasSuffix(em[0], ":ro")) {
+				t.Errorf("posture extra_mounts %q", em)
 			}
 		})
 	}

@@ -778,3 +778,21 @@ func TestCopyOutContext(t *testing.T) {
 		t.Fatal("cancel did not end the copy-out context")
 	}
 }
+
+func TestExtraMounts(t *testing.T) {
+	ms := []container.MountPoint{
+		{Type: mount.TypeBind, Source: "/home/u/proj", Destination: "/workspace", RW: true},
+		{Type: mount.TypeBind, Source: "/usr/local/go", Destination: "/usr/local/go", RW: false},
+		{Type: mount.TypeVolume, Name: "goalrun-x-relay", Destination: "/.goalrun", RW: false},
+		{Type: mount.TypeBind, Source: "/srv/data", Destination: "/data", RW: true},
+		{Type: mount.TypeTmpfs, Destination: "/tmp", RW: true},
+	}
+	got := extraMounts(ms, "/workspace")
+	want := []string{"/.goalrun:ro", "/data:rw", "/usr/local/go:ro"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("extraMounts = %q, want %q", got, want)
+	}
+	if got := extraMounts(ms[:1], "/workspace"); got != nil {
+		t.Errorf("only the workspace: %q, want none", got)
+	}
+}
