@@ -35,7 +35,7 @@ const (
 	perLine                     // one flag per non-empty line
 	perItem                     // one flag per item, split on newlines and commas
 	minutes                     // a whole number of minutes → --timeout=Nm
-	workspace                   // a path inside GITHUB_WORKSPACE → --workdir
+	workspace                   // a path inside GITHUB_WORKSPACE (links resolved) → --<flag>
 	actionOnly                  // read by the action itself
 )
 
@@ -58,7 +58,7 @@ var actionInputs = []actionInput{
 	{"model", "model", asIs},
 	{"agent-args", "agent-arg", perLine},
 	{"working-directory", "workdir", workspace},
-	{"config", "config", asIs},
+	{"config", "config", workspace},
 	{"github-token", "", actionOnly},
 	{"check-name", "", actionOnly},
 	{"comment", "", actionOnly},
@@ -169,14 +169,7 @@ func (a *action) run() int {
 			return exitMet
 		}
 		if !d.Allowed {
-			a.gha.Noticef("goalrun did not start: %s", d.Reason)
-			if a.client != nil && ev.Number != 0 {
-				c := a.comment(ghsink.CommentSticky)
-				if err := c.Reply(a.publishContext(), ghsink.RefusalMessage(d, ev.Comment.Login)); err != nil {
-					a.gha.Warningf("could not reply to the comment: %v", err)
-				}
-			}
-			a.writeSkipped()
+			a.refuse(d)
 			return exitMet
 		}
 		if d.Prompt != "" {
@@ -199,6 +192,10 @@ func (a *action) run() int {
 		se := asStartupError(err)
 		return a.startupFailure(report.StartupError(se.code, se.message, se.suggestions...))
 	}
+	if err := checkInsideWorkspace(a.workspaceRoot(), cfg.dir, cfg.configFile); err != nil {
+		return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error(),
+			"Keep working-directory, config and the config file's workdir inside the repository checkout, without symbolic links that lead out of it."))
+	}
 	ghsink.Mask(a.gha, secretValues(cfg.secrets)...)
 	if se := actionImageProblem(cfg, a.getenv("PATH"), isExecutableFile); se != nil {
 		return a.startupFailure(report.StartupError(se.code, se.message, se.suggestions...))
@@ -206,10 +203,19 @@ func (a *action) run() int {
 
 	check := a.checkRun(cfg.maxIterations)
 	if check != nil {
-		defer func() { // never left in_progress, whatever happens below
+		defer func() {
+			// Interrupted (SIGINT/SIGTERM): never leave the run in_progress.
+			// Otherwise publish completed it, or tried to and warned; a
+			// failed completion is left alone (GitHub may have applied it),
+			// never turned into "cancelled".
+			if a.ctx.Err() == nil {
+				return
+			}
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), publishGrace)
 			defer cancel()
-			_ = check.Cancel(ctx)
+			if err := check.Cancel(ctx); err != nil {
+				a.gha.Warningf("%v", err)
+			}
 		}()
 	}
 	eng := defaultEngine()
@@ -221,6 +227,28 @@ func (a *action) run() int {
 	doc, code := execute(a.ctx, cfg, eng, sinks...)
 	a.publish(doc, check)
 	return code
+}
+
+// refuse answers a /goalrun comment whose author may not start a run: a
+// new comment (never the sticky report's, whose marker it does not carry),
+// or with comment: off only a notice in the log and the job summary.
+func (a *action) refuse(d ghsink.Decision) {
+	a.gha.Noticef("goalrun did not start: %s", d.Reason)
+	mode := firstNonEmpty(a.input("comment"), ghsink.CommentSticky)
+	switch {
+	case mode == ghsink.CommentOff:
+		if a.summary {
+			s := &ghsink.StepSummary{Path: a.getenv("GITHUB_STEP_SUMMARY")}
+			if err := s.Notice("goalrun did not start: " + d.Reason + " (comment: off, so no reply was posted)"); err != nil {
+				a.gha.Warningf("%v", err)
+			}
+		}
+	case a.client != nil && a.ev.Number != 0:
+		if err := a.comment(ghsink.CommentNew).Say(a.publishContext(), ghsink.RefusalMessage(d, a.ev.Comment.Login)); err != nil {
+			a.gha.Warningf("could not reply to the comment: %v", err)
+		}
+	}
+	a.writeSkipped()
 }
 
 // checkInputs refuses INPUT_* variables action.yml does not declare and
@@ -252,7 +280,55 @@ func (a *action) checkInputs() error {
 			return fmt.Errorf("input open-pr: %q is not true or false", v)
 		}
 	}
+	if v := a.input("pr-branch-prefix"); v != "" {
+		if why := refNameProblem(v); why != "" {
+			return fmt.Errorf("input pr-branch-prefix: %q cannot start a branch name: %s (git check-ref-format's rules); use letters, digits, '-', '_', '.' and '/' between parts, e.g. goalrun or bots/goalrun", v, why)
+		}
+	}
 	return nil
+}
+
+// refNameProblem says why prefix cannot be the start of a branch name
+// "<prefix>/<slug>" under git check-ref-format's rules (and GitHub's, which
+// are git's), or "" when it can.
+func refNameProblem(prefix string) string {
+	for _, r := range prefix {
+		switch {
+		case r < 0x20 || r == 0x7f:
+			return "it holds a control character"
+		case r == ' ':
+			return "it holds a space"
+		case strings.ContainsRune("~^:?*[\\", r):
+			return fmt.Sprintf("it holds %q", r)
+		}
+	}
+	switch {
+	case strings.HasPrefix(prefix, "refs/"):
+		return `it starts with "refs/" (goalrun adds refs/heads/ itself)`
+	case strings.HasPrefix(prefix, "-"):
+		return `it starts with "-"`
+	case strings.HasPrefix(prefix, "/"):
+		return `it starts with "/"`
+	case strings.HasSuffix(prefix, "/"):
+		return `it ends with "/" (goalrun adds the "/" before the slug)`
+	case strings.Contains(prefix, ".."):
+		return `it holds ".."`
+	case strings.Contains(prefix, "@{"):
+		return `it holds "@{"`
+	case strings.Contains(prefix, "//"):
+		return `it holds "//"`
+	case prefix == "@":
+		return `it is "@"`
+	}
+	for _, part := range strings.Split(prefix, "/") {
+		switch {
+		case strings.HasPrefix(part, "."):
+			return fmt.Sprintf("its part %q starts with \".\"", part)
+		case strings.HasSuffix(part, ".lock"):
+			return fmt.Sprintf("its part %q ends with \".lock\"", part)
+		}
+	}
+	return ""
 }
 
 // event reads the workflow's event.
@@ -330,14 +406,106 @@ func (a *action) runArgs(prompt string) ([]string, error) {
 			}
 			args = append(args, fmt.Sprintf("--%s=%dm", in.flag, n))
 		case workspace:
-			dir := filepath.Join(root, v)
-			if rel, err := filepath.Rel(root, dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-				return nil, fmt.Errorf("input %s: %q leaves the workspace %s", in.name, v, root)
+			dir, err := inWorkspace(in.name, root, v)
+			if err != nil {
+				return nil, err
 			}
 			args = append(args, "--"+in.flag+"="+dir)
 		}
 	}
 	return append(args, "--output="+a.docPath), nil
+}
+
+// inWorkspace returns the path v of input name, relative to the workspace
+// root, after checking that it stays inside the workspace — textually and
+// after resolving symbolic links, of the workspace as well as of every
+// element of v (the sandbox and the config loader follow links, so a link
+// in the checked-out tree must not lead them out). The error names the
+// input, the link and where it points. When v passes through a link that
+// stays inside, the resolved path is returned, so nothing can swap the link
+// between this check and its use; a path that does not exist yet is
+// returned as written (goalrun run reports it).
+func inWorkspace(name, root, v string) (string, error) {
+	dir := filepath.Join(root, v)
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || escapes(rel) {
+		return "", fmt.Errorf("input %s: %q leaves the workspace %s", name, v, root)
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return dir, nil // no workspace to resolve against: goalrun run reports it
+	}
+	cur, linked := root, false
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." || part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			break // the rest does not exist: no link to follow
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		linked = true
+		target, _ := os.Readlink(cur)
+		real, err := filepath.EvalSymlinks(cur)
+		if err != nil {
+			return "", fmt.Errorf("input %s: %q passes through the symbolic link %s, which points to %s and cannot be resolved (%v); give a path inside the workspace %s without links",
+				name, v, cur, target, err, root)
+		}
+		if r, err := filepath.Rel(realRoot, real); err != nil || escapes(r) {
+			if real != target {
+				target += " (" + real + ")"
+			}
+			return "", fmt.Errorf("input %s: %q passes through the symbolic link %s, which points to %s, outside the workspace %s; goalrun refuses to follow it (give a path inside the workspace without such links)",
+				name, v, cur, target, root)
+		}
+	}
+	if !linked {
+		return dir, nil
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return dir, nil
+	}
+	if r, err := filepath.Rel(realRoot, real); err != nil || escapes(r) {
+		return "", fmt.Errorf("input %s: %q resolves to %s, outside the workspace %s", name, v, real, root)
+	}
+	return real, nil
+}
+
+// escapes says whether a path made by filepath.Rel leaves its base.
+func escapes(rel string) bool {
+	return rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel)
+}
+
+// checkInsideWorkspace checks the final workdir and config file of a run
+// (a config file's own workdir: key included) resolve inside the
+// workspace.
+func checkInsideWorkspace(root, dir, configFile string) error {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil
+	}
+	for _, p := range []struct{ what, path string }{{"the workdir", dir}, {"the config file", configFile}} {
+		if p.path == "" {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(p.path)
+		if err != nil {
+			continue
+		}
+		if r, err := filepath.Rel(realRoot, real); err != nil || escapes(r) {
+			from := ""
+			if p.what == "the workdir" && configFile != "" {
+				from = " (set by the config file " + configFile + ")"
+			}
+			return fmt.Errorf("%s %s%s resolves to %s, outside the workspace %s; the action only works inside GITHUB_WORKSPACE", p.what, p.path, from, real, root)
+		}
+	}
+	return nil
 }
 
 // splitItems splits on newlines and commas, trimming and dropping empties.
@@ -428,6 +596,22 @@ func (a *action) comment(mode string) *ghsink.Comment {
 		Mode: mode, Key: firstNonEmpty(a.input("check-name"), "goalrun"), Retry: a.retry()}
 }
 
+// stickyComment is the report's comment; in sticky mode it edits only a
+// comment written by goalrun's own identity: the check run's app
+// ("github-actions[bot]" for a GITHUB_TOKEN), else GET /user's login (a
+// personal access token), else github-actions[bot].
+func (a *action) stickyComment(ctx context.Context, mode string, check *ghsink.CheckRun) *ghsink.Comment {
+	c := a.comment(mode)
+	if mode == ghsink.CommentSticky {
+		slug := ""
+		if check != nil {
+			slug = check.AppSlug()
+		}
+		c.Author = ghsink.Identity(ctx, a.client, slug, ghsink.Retry{Attempts: 2, MaxWait: 5 * time.Second})
+	}
+	return c
+}
+
 // publish sends doc everywhere. Failures are warnings; none changes the
 // exit code.
 func (a *action) publish(doc report.Document, check *ghsink.CheckRun) {
@@ -437,8 +621,10 @@ func (a *action) publish(doc report.Document, check *ghsink.CheckRun) {
 		pubs = append(pubs, check)
 	}
 	mode := firstNonEmpty(a.input("comment"), ghsink.CommentSticky)
+	var comment *ghsink.Comment
 	if a.client != nil && a.ev.Number != 0 && mode != ghsink.CommentOff {
-		pubs = append(pubs, a.comment(mode))
+		comment = a.stickyComment(ctx, mode, check)
+		pubs = append(pubs, comment)
 	}
 	var fix *ghsink.FixPR
 	if open, _ := strconv.ParseBool(a.input("open-pr")); open && a.client != nil {
@@ -455,6 +641,11 @@ func (a *action) publish(doc report.Document, check *ghsink.CheckRun) {
 	}
 	for _, err := range ghsink.Publish(ctx, doc, pubs...) {
 		a.warn("%v", err)
+	}
+	if comment != nil {
+		for _, w := range comment.Warnings {
+			a.warn("%s", w)
+		}
 	}
 	prURL := ""
 	if fix != nil {

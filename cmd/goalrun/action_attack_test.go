@@ -1,0 +1,298 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sethvargo/go-githubactions"
+
+	ghsink "github.com/goalrun/goalrun/report/github"
+	"github.com/goalrun/goalrun/report/github/githubtest"
+)
+
+// linkedWorkspace makes a workspace whose checkout holds symbolic links, as
+// a pull request can: out → a folder outside, in → a folder inside,
+// dangling → nowhere, cfg.yml → a file outside, deep/x → out's parent. It
+// returns the workspace, a link to the workspace, and the outside folder.
+func linkedWorkspace(t *testing.T) (ws, wsLink, outside string) {
+	t.Helper()
+	tmp := t.TempDir()
+	ws, outside = filepath.Join(tmp, "ws"), filepath.Join(tmp, "outside")
+	for _, d := range []string{filepath.Join(ws, "sub", "real"), filepath.Join(ws, "deep"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "goalrun.yml"), []byte("until: \"true\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "sub", "goalrun.yml"), []byte("until: \"true\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		"out":      outside,
+		"rel-out":  "../outside",
+		"in":       "sub",
+		"dangling": filepath.Join(tmp, "nothing-here"),
+		"cfg.yml":  filepath.Join(outside, "goalrun.yml"),
+		"deep/x":   "../..",
+		"loop":     "loop",
+	} {
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wsLink = filepath.Join(tmp, "ws-link")
+	if err := os.Symlink(ws, wsLink); err != nil {
+		t.Fatal(err)
+	}
+	return ws, wsLink, outside
+}
+
+// TestActionWorkspaceLinks: working-directory and config may not lead out
+// of the workspace through a symbolic link (attack round: `app` → /outside
+// let the sandbox read and write outside); the error names the input, the
+// link and where it points. Links that stay inside resolve.
+func TestActionWorkspaceLinks(t *testing.T) {
+	ws, wsLink, outside := linkedWorkspace(t)
+	for _, tc := range []struct {
+		name      string
+		workspace string // GITHUB_WORKSPACE ("" = ws)
+		input     string
+		value     string
+		want      string   // the flag's value
+		err       []string // substrings of the error
+	}{
+		{name: "plain folder", input: "working-directory", value: "sub/real", want: filepath.Join(ws, "sub", "real")},
+		{name: "absolute link out", input: "working-directory", value: "out", err: []string{"working-directory", filepath.Join(ws, "out"), outside, "outside the workspace"}},
+		{name: "relative link out", input: "working-directory", value: "rel-out", err: []string{"working-directory", filepath.Join(ws, "rel-out"), "../outside", "outside the workspace"}},
+		{name: "through a link out", input: "working-directory", value: "out/deeper", err: []string{"working-directory", filepath.Join(ws, "out"), outside}},
+		{name: "link to the workspace's parent", input: "working-directory", value: "deep/x", err: []string{"working-directory", filepath.Join(ws, "deep", "x"), "../.."}},
+		{name: "dangling link", input: "working-directory", value: "dangling", err: []string{"working-directory", "cannot be resolved"}},
+		{name: "link loop", input: "working-directory", value: "loop", err: []string{"working-directory", "cannot be resolved"}},
+		{name: "link inside resolves", input: "working-directory", value: "in/real", want: filepath.Join(ws, "sub", "real")},
+		{name: "workspace is a link", workspace: wsLink, input: "working-directory", value: "in/real", want: filepath.Join(ws, "sub", "real")},
+		{name: "workspace is a link, folder plain", workspace: wsLink, input: "working-directory", value: "sub", want: filepath.Join(wsLink, "sub")},
+		{name: "workspace is a link, link out", workspace: wsLink, input: "working-directory", value: "out", err: []string{"working-directory", outside}},
+		{name: "dot-dot textually", input: "working-directory", value: "../outside", err: []string{"working-directory", "leaves the workspace"}},
+		{name: "config inside", input: "config", value: "sub/goalrun.yml", want: filepath.Join(ws, "sub", "goalrun.yml")},
+		{name: "config link out", input: "config", value: "cfg.yml", err: []string{"input config", filepath.Join(ws, "cfg.yml"), filepath.Join(outside, "goalrun.yml")}},
+		{name: "config through a link out", input: "config", value: "out/goalrun.yml", err: []string{"input config", outside}},
+		{name: "config dot-dot", input: "config", value: "../outside/goalrun.yml", err: []string{"input config", "leaves the workspace"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"GITHUB_WORKSPACE": firstNonEmpty(tc.workspace, ws), "INPUT_" + strings.ToUpper(tc.input): tc.value}
+			getenv := func(k string) string { return env[k] }
+			a := &action{getenv: getenv, gha: githubactions.New(githubactions.WithGetenv(getenv)), docPath: "/tmp/doc.json"}
+			args, err := a.runArgs("")
+			if tc.err != nil {
+				if err == nil {
+					t.Fatalf("args %q, want an error", args)
+				}
+				for _, s := range tc.err {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not name %q", err, s)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			flag := map[string]string{"working-directory": "--workdir=", "config": "--config="}[tc.input]
+			if len(args) != 2 || args[0] != flag+tc.want {
+				t.Errorf("args = %q, want %s%s first", args, flag, tc.want)
+			}
+		})
+	}
+}
+
+// TestActionWorkdirLinkEndToEnd: the attack itself — a checked-out link
+// as working-directory — is bad input (exit 2) before anything runs.
+func TestActionWorkdirLinkEndToEnd(t *testing.T) {
+	srv := githubtest.NewServer(t, "octo-org/demo")
+	head := seedDemo(t, srv)
+	srv.AddIssue(17)
+	outside := t.TempDir()
+	r := newRunner(t, srv, "pull_request", "pull_request.opened.json", setHead(head),
+		map[string]string{"agent": "command", "agent-bin": "touch pwned-by-agent", "until": "test -f pwned-by-agent", "sandbox": "local",
+			"prompt": "x", "working-directory": "app"})
+	if err := os.Symlink(outside, filepath.Join(r.workspace, "app")); err != nil {
+		t.Fatal(err)
+	}
+	res := r.run()
+	if res.code != exitBadInput {
+		t.Fatalf("exit %d, want %d\n%s", res.code, exitBadInput, res.stdout)
+	}
+	if !regexp.MustCompile(`(?m)^::error::.*input working-directory.*symbolic link .*app.*` + regexp.QuoteMeta(outside)).Match(res.stdout) {
+		t.Errorf("no error naming the input, the link and its target:\n%s", res.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "pwned-by-agent")); err == nil {
+		t.Error("the agent wrote outside the workspace")
+	}
+	if runs := srv.CheckRuns(); len(runs) != 1 || runs[0].Conclusion != "failure" {
+		t.Errorf("check runs = %+v, want one completed as failure", runs)
+	}
+}
+
+// TestActionBranchPrefix: pr-branch-prefix must make a valid branch name
+// (git check-ref-format); a bad one is bad input naming the input.
+func TestActionBranchPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		prefix string
+		why    string // "" = valid
+	}{
+		{"goalrun", ""},
+		{"bots/goalrun", ""},
+		{"release-1.2_x", ""},
+		{"a..b", `".."`},
+		{"with space", "space"},
+		{"tab\there", "control character"},
+		{"refs/heads/x", `"refs/"`},
+		{"-leading", `starts with "-"`},
+		{"/lead", `starts with "/"`},
+		{"x/", `ends with "/"`},
+		{"a//b", `"//"`},
+		{"x.lock", `".lock"`},
+		{"a/b.lock/c", `".lock"`},
+		{".hidden", `starts with "."`},
+		{"a/.b", `starts with "."`},
+		{"@{u}", `"@{"`},
+		{"@", `"@"`},
+		{"~x", `'~'`},
+		{"a^b", `'^'`},
+		{"a:b", `':'`},
+		{"a?b", `'?'`},
+		{"a*b", `'*'`},
+		{"a[b", `'['`},
+		{`a\b`, `'\\'`},
+		{"del\x7f", "control character"},
+	} {
+		t.Run(tc.prefix, func(t *testing.T) {
+			env := map[string]string{"INPUT_PR-BRANCH-PREFIX": tc.prefix}
+			a := &action{env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, getenv: func(k string) string { return env[k] }}
+			a.gha = githubactions.New(githubactions.WithGetenv(a.getenv))
+			err := a.checkInputs()
+			if tc.why == "" {
+				if err != nil {
+					t.Fatalf("checkInputs = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "input pr-branch-prefix") || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("checkInputs = %v, want an error naming pr-branch-prefix and %s", err, tc.why)
+			}
+		})
+	}
+}
+
+// TestActionRefusal: a /goalrun comment from someone without write access
+// gets a new reply that never replaces the report's sticky comment; with
+// comment: off no comment at all, a notice in the log and job summary.
+func TestActionRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		comment string
+		reply   bool
+	}{
+		{"sticky", "sticky", true},
+		{"new", "new", true},
+		{"off", "off", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := githubtest.NewServer(t, "octo-org/demo")
+			sha := seedDemo(t, srv)
+			reportID := srv.AddBotComment(21, ghsink.DefaultAuthor, ghsink.Marker("goalrun")+"\n### ✅ goal met — the last report")
+			r := newRunner(t, srv, "issue_comment", "issue_comment.issue.created.json", nil,
+				map[string]string{"agent": "command", "agent-bin": "touch AGENT_RAN", "until": "true", "sandbox": "local", "comment": tc.comment})
+			r.env["GITHUB_SHA"] = sha
+			res := r.run()
+			if res.code != exitMet {
+				t.Fatalf("exit %d\n%s", res.code, res.stdout)
+			}
+			if _, err := os.Stat(filepath.Join(r.workspace, "AGENT_RAN")); err == nil {
+				t.Error("the agent ran for a non-collaborator")
+			}
+			cs := srv.Comments(21)
+			if cs[0].ID != reportID || cs[0].Edits != 0 || !strings.Contains(cs[0].Body, "the last report") {
+				t.Errorf("the report's comment was changed: %+v", cs[0])
+			}
+			if n := len(srv.RequestsFor("issues/update-comment")); n != 0 {
+				t.Errorf("%d comment edits", n)
+			}
+			if !tc.reply {
+				if len(cs) != 1 || len(srv.RequestsFor("issues/create-comment")) != 0 {
+					t.Errorf("comment: off, yet comments = %+v", cs)
+				}
+				summary, _ := os.ReadFile(r.summary)
+				if !strings.Contains(string(summary), "goalrun did not start") || !strings.Contains(string(summary), "drive") {
+					t.Errorf("job summary lacks the notice:\n%s", summary)
+				}
+			} else if len(cs) != 2 || strings.Contains(cs[1].Body, "goalrun:sticky") || !strings.Contains(cs[1].Body, "@drive-by") {
+				t.Errorf("comments = %+v, want the report and a marker-free reply", cs)
+			}
+			if !regexp.MustCompile(`(?m)^::notice::goalrun did not start: @drive-by`).Match(res.stdout) {
+				t.Errorf("no notice in the log:\n%s", res.stdout)
+			}
+			if out := r.outputs(); out["status"] != "skipped" {
+				t.Errorf("outputs = %v", out)
+			}
+		})
+	}
+}
+
+// TestActionCompletionFailure: a completion GitHub refuses is a warning;
+// the run is never then marked cancelled (no signal was received).
+func TestActionCompletionFailure(t *testing.T) {
+	srv := githubtest.NewServer(t, "octo-org/demo")
+	head := seedDemo(t, srv)
+	srv.AddIssue(17)
+	srv.Fail("checks/update", githubtest.Fault{Status: 422, Message: "Validation Failed", When: `"conclusion":"success"`})
+	r := newRunner(t, srv, "pull_request", "pull_request.opened.json", setHead(head),
+		map[string]string{"agent": "command", "agent-bin": "touch fixed", "until": "test -f fixed", "sandbox": "local", "prompt": "x"})
+	res := r.run()
+	if res.code != exitMet {
+		t.Fatalf("exit %d\n%s", res.code, res.stdout)
+	}
+	run := srv.CheckRuns()[0]
+	if run.Conclusion == "cancelled" || run.Status != "in_progress" {
+		t.Errorf("check run %s/%s, want it left as GitHub has it (in_progress), never cancelled", run.Status, run.Conclusion)
+	}
+	for _, req := range srv.RequestsFor("checks/update") {
+		if strings.Contains(string(req.Body), `"cancelled"`) {
+			t.Errorf("sent a cancellation: %s", req.Body)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^::warning::could not complete the check run`).Match(res.stdout) {
+		t.Errorf("no warning:\n%s", res.stdout)
+	}
+}
+
+// TestActionStickyIdentity: the report never edits a marker comment
+// another bot wrote; it edits its own.
+func TestActionStickyIdentity(t *testing.T) {
+	srv := githubtest.NewServer(t, "octo-org/demo")
+	head := seedDemo(t, srv)
+	other := srv.AddBotComment(17, "other-app[bot]", ghsink.Marker("goalrun")+"\nnot goalrun's")
+	r := newRunner(t, srv, "pull_request", "pull_request.opened.json", setHead(head),
+		map[string]string{"agent": "command", "agent-bin": "touch fixed", "until": "test -f fixed", "sandbox": "local", "prompt": "x"})
+	for i := 0; i < 2; i++ {
+		_ = os.Remove(filepath.Join(r.workspace, "fixed"))
+		if res := r.run(); res.code != exitMet {
+			t.Fatalf("run %d: exit %d\n%s", i, res.code, res.stdout)
+		}
+	}
+	cs := srv.Comments(17)
+	if len(cs) != 2 || cs[0].ID != other || cs[0].Edits != 0 {
+		t.Fatalf("comments = %+v, want other-app's untouched and one of goalrun's", cs)
+	}
+	if cs[1].Login != ghsink.DefaultAuthor || cs[1].Edits != 1 {
+		t.Errorf("goalrun's comment = %+v, want github-actions[bot]'s, edited by the second run", cs[1])
+	}
+	if n := len(srv.RequestsFor("users/get-authenticated")); n != 0 {
+		t.Errorf("%d GET /user with a check run's app known", n)
+	}
+}
