@@ -126,9 +126,13 @@ The model API key comes from the step's ` + "`env:`" + ` (for example ` + "`ANTH
 masked in the log and, in ` + "`egress`" + ` mode, never enters the sandbox. A check run or comment the token may not write
 (pull requests from forks get a read-only token) is a warning: the job summary carries the report and the exit code is
 still decided by the goal alone. Only comment authors with write access (owner, member, collaborator) or bots listed in
-` + "`allowed-bots`" + ` can start a run; others get a polite reply. A fix pull request is opened only when the goal passed,
-the verdict is grounded and the workspace changed; it is committed through the Git Data API (the host's git never runs
-in the tree the agent wrote) and changes under ` + "`.github/workflows/`" + ` are never pushed, only reported.
+` + "`allowed-bots`" + ` can start a run; others get a polite reply as a new comment, which never replaces the report's
+comment (with ` + "`comment: off`" + `, only a notice in the log and the job summary). A sticky comment is edited only when
+goalrun wrote it: its author must be the token's own identity (` + "`github-actions[bot]`" + ` for the ` + "`GITHUB_TOKEN`" + `, the app
+of an app token, the user of a personal access token), never another bot or a person quoting the marker. A fix pull
+request is opened only when the goal passed, the verdict is grounded and the workspace changed; it is committed
+through the Git Data API (the host's git never runs in the tree the agent wrote) and changes under
+` + "`.github/workflows/`" + ` are never pushed, only reported.
 
 ### Inputs
 
