@@ -296,3 +296,29 @@ func TestActionStickyIdentity(t *testing.T) {
 		t.Errorf("%d GET /user with a check run's app known", n)
 	}
 }
+
+// TestActionConfigWorkdirOutside: a config file in the checkout cannot move
+// the workdir out of the workspace either (working-directory left empty,
+// so the file's workdir: applies).
+func TestActionConfigWorkdirOutside(t *testing.T) {
+	srv := githubtest.NewServer(t, "octo-org/demo")
+	head := seedDemo(t, srv)
+	srv.AddIssue(17)
+	outside := t.TempDir()
+	r := newRunner(t, srv, "pull_request", "pull_request.opened.json", setHead(head),
+		map[string]string{"agent": "command", "agent-bin": "touch pwned-by-agent", "until": "test -f pwned-by-agent", "sandbox": "local",
+			"prompt": "x", "working-directory": ""})
+	if err := os.WriteFile(filepath.Join(r.workspace, ".goalrun.yml"), []byte("workdir: "+outside+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := r.run()
+	if res.code != exitBadInput {
+		t.Fatalf("exit %d, want %d\n%s", res.code, exitBadInput, res.stdout)
+	}
+	if !regexp.MustCompile(`(?m)^::error::.*the workdir ` + regexp.QuoteMeta(outside) + `.*set by the config file.*outside the workspace`).Match(res.stdout) {
+		t.Errorf("no error naming the workdir and the config file:\n%s", res.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "pwned-by-agent")); err == nil {
+		t.Error("the agent ran outside the workspace")
+	}
+}
