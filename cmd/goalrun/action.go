@@ -374,7 +374,9 @@ func (a *action) workspaceRoot() string {
 }
 
 // runArgs maps the inputs to `goalrun run` flags. Empty inputs are not
-// passed, so a config file and run's defaults apply.
+// passed, so the config file the config input names and run's defaults
+// apply; without that input no config file is read (--no-config), not even
+// a .goalrun.yml in the checkout.
 func (a *action) runArgs(prompt string) ([]string, error) {
 	root := a.workspaceRoot()
 	var args []string
@@ -413,27 +415,42 @@ func (a *action) runArgs(prompt string) ([]string, error) {
 			args = append(args, "--"+in.flag+"="+dir)
 		}
 	}
+	if a.input("config") == "" {
+		// The checkout is often not the workflow author's words (a pull
+		// request's head carries its own .goalrun.yml, which could ask
+		// for sandbox: local or another image): only a config file the
+		// workflow names is read.
+		args = append(args, "--no-config")
+	}
 	return append(args, "--output="+a.docPath), nil
 }
 
 // inWorkspace returns the path v of input name, relative to the workspace
-// root, after checking that it stays inside the workspace — textually and
-// after resolving symbolic links, of the workspace as well as of every
-// element of v (the sandbox and the config loader follow links, so a link
-// in the checked-out tree must not lead them out). The error names the
-// input, the link and where it points. When v passes through a link that
-// stays inside, the resolved path is returned, so nothing can swap the link
-// between this check and its use; a path that does not exist yet is
-// returned as written (goalrun run reports it).
+// root, after checking that it stays inside the workspace (insideFolder).
 func inWorkspace(name, root, v string) (string, error) {
+	return insideFolder("input "+name, "the workspace", root, v)
+}
+
+// insideFolder returns the path v (relative to root) of what (named in the
+// error: "input config", "config file F line 3: output"; root is called
+// place there: "the workspace"), after checking
+// that it stays inside root — textually and after resolving symbolic links,
+// of root as well as of every element of v (the sandbox and the config
+// loader follow links, so a link in the tree must not lead them out). The
+// error names what, the link and where it points. When v passes through a
+// link that stays inside, the resolved path is returned, so nothing can
+// swap the link between this check and its use; a path that does not exist
+// yet is returned as written (goalrun run reports it).
+func insideFolder(what, place, root, v string) (string, error) {
+	place += " " + root
 	dir := filepath.Join(root, v)
 	rel, err := filepath.Rel(root, dir)
 	if err != nil || escapes(rel) {
-		return "", fmt.Errorf("input %s: %q leaves the workspace %s", name, v, root)
+		return "", fmt.Errorf("%s: %q leaves %s", what, v, place)
 	}
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
-		return dir, nil // no workspace to resolve against: goalrun run reports it
+		return dir, nil // no folder to resolve against: goalrun run reports it
 	}
 	cur, linked := root, false
 	for _, part := range strings.Split(rel, string(filepath.Separator)) {
@@ -452,15 +469,15 @@ func inWorkspace(name, root, v string) (string, error) {
 		target, _ := os.Readlink(cur)
 		real, err := filepath.EvalSymlinks(cur)
 		if err != nil {
-			return "", fmt.Errorf("input %s: %q passes through the symbolic link %s, which points to %s and cannot be resolved (%v); give a path inside the workspace %s without links",
-				name, v, cur, target, err, root)
+			return "", fmt.Errorf("%s: %q passes through the symbolic link %s, which points to %s and cannot be resolved (%v); give a path inside %s without links",
+				what, v, cur, target, err, place)
 		}
 		if r, err := filepath.Rel(realRoot, real); err != nil || escapes(r) {
 			if real != target {
 				target += " (" + real + ")"
 			}
-			return "", fmt.Errorf("input %s: %q passes through the symbolic link %s, which points to %s, outside the workspace %s; goalrun refuses to follow it (give a path inside the workspace without such links)",
-				name, v, cur, target, root)
+			return "", fmt.Errorf("%s: %q passes through the symbolic link %s, which points to %s, outside %s; goalrun refuses to follow it (give a path inside it without such links)",
+				what, v, cur, target, place)
 		}
 	}
 	if !linked {
@@ -471,7 +488,7 @@ func inWorkspace(name, root, v string) (string, error) {
 		return dir, nil
 	}
 	if r, err := filepath.Rel(realRoot, real); err != nil || escapes(r) {
-		return "", fmt.Errorf("input %s: %q resolves to %s, outside the workspace %s", name, v, real, root)
+		return "", fmt.Errorf("%s: %q resolves to %s, outside %s", what, v, real, place)
 	}
 	return real, nil
 }

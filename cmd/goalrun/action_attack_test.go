@@ -103,8 +103,9 @@ func TestActionWorkspaceLinks(t *testing.T) {
 				t.Fatal(err)
 			}
 			flag := map[string]string{"working-directory": "--workdir=", "config": "--config="}[tc.input]
-			if len(args) != 2 || args[0] != flag+tc.want {
-				t.Errorf("args = %q, want %s%s first", args, flag, tc.want)
+			n := map[string]int{"working-directory": 3, "config": 2}[tc.input] // --no-config without a config input
+			if len(args) != n || args[0] != flag+tc.want {
+				t.Errorf("args = %q, want %s%s first, %d in all", args, flag, tc.want, n)
 			}
 		})
 	}
@@ -298,27 +299,40 @@ func TestActionStickyIdentity(t *testing.T) {
 }
 
 // TestActionConfigWorkdirOutside: a config file in the checkout cannot move
-// the workdir out of the workspace either (working-directory left empty,
-// so the file's workdir: applies).
+// the workdir out of the workspace. A .goalrun.yml the workflow does not name
+// is not read at all (a pull request's head carries its own); one named by
+// the config input cannot name a path outside its folder.
 func TestActionConfigWorkdirOutside(t *testing.T) {
-	srv := githubtest.NewServer(t, "octo-org/demo")
-	head := seedDemo(t, srv)
-	srv.AddIssue(17)
-	outside := t.TempDir()
-	r := newRunner(t, srv, "pull_request", "pull_request.opened.json", setHead(head),
-		map[string]string{"agent": "command", "agent-bin": "touch pwned-by-agent", "until": "test -f pwned-by-agent", "sandbox": "local",
-			"prompt": "x", "working-directory": ""})
-	if err := os.WriteFile(filepath.Join(r.workspace, ".goalrun.yml"), []byte("workdir: "+outside+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res := r.run()
-	if res.code != exitBadInput {
-		t.Fatalf("exit %d, want %d\n%s", res.code, exitBadInput, res.stdout)
-	}
-	if !regexp.MustCompile(`(?m)^::error::.*the workdir ` + regexp.QuoteMeta(outside) + `.*set by the config file.*outside the workspace`).Match(res.stdout) {
-		t.Errorf("no error naming the workdir and the config file:\n%s", res.stdout)
-	}
-	if _, err := os.Stat(filepath.Join(outside, "pwned-by-agent")); err == nil {
-		t.Error("the agent ran outside the workspace")
+	for _, tc := range []struct {
+		name     string
+		config   string // the config input
+		wantCode int
+		wantErr  string // in an ::error:: line
+	}{
+		{"a checkout's .goalrun.yml is not read", "", exitMet, ""},
+		{"a named config file cannot leave its folder", ".goalrun.yml", exitBadInput, `config file .*\.goalrun\.yml line 1: workdir: ".*" is an absolute path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := githubtest.NewServer(t, "octo-org/demo")
+			head := seedDemo(t, srv)
+			srv.AddIssue(17)
+			outside := t.TempDir()
+			r := newRunner(t, srv, "pull_request", "pull_request.opened.json", setHead(head),
+				map[string]string{"agent": "command", "agent-bin": "touch pwned-by-agent", "until": "test -f pwned-by-agent", "sandbox": "local",
+					"prompt": "x", "working-directory": "", "config": tc.config})
+			if err := os.WriteFile(filepath.Join(r.workspace, ".goalrun.yml"), []byte("workdir: "+outside+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res := r.run()
+			if res.code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\n%s", res.code, tc.wantCode, res.stdout)
+			}
+			if tc.wantErr != "" && !regexp.MustCompile(`(?m)^::error::.*`+tc.wantErr).Match(res.stdout) {
+				t.Errorf("no error naming the config file's path:\n%s", res.stdout)
+			}
+			if _, err := os.Stat(filepath.Join(outside, "pwned-by-agent")); err == nil {
+				t.Error("the agent ran outside the workspace")
+			}
+		})
 	}
 }

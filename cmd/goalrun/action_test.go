@@ -603,14 +603,15 @@ func TestActionRunArgs(t *testing.T) {
 		want   []string
 		err    string
 	}{
-		{name: "empty inputs pass nothing", want: []string{"--output=/tmp/doc.json"}},
+		{name: "empty inputs pass nothing", want: []string{"--no-config", "--output=/tmp/doc.json"}},
 		{name: "every kind", inputs: map[string]string{
 			"agent": "codex", "until": "go test ./...", "timeout-minutes": "45", "allow-hosts": "a.example:443, b.example\nc.example",
 			"agent-args": "--verbose\n\n--foo=bar baz\n", "working-directory": "sub/dir", "max-iterations": "3", "github-token": "t", "comment": "new",
 		}, prompt: "do it", want: []string{
 			"--agent=codex", "--prompt=do it", "--until=go test ./...", "--max-iterations=3", "--timeout=45m",
 			"--allow-host=a.example:443", "--allow-host=b.example", "--allow-host=c.example",
-			"--agent-arg=--verbose", "--agent-arg=--foo=bar baz", "--workdir=/ws/sub/dir", "--output=/tmp/doc.json"}},
+			"--agent-arg=--verbose", "--agent-arg=--foo=bar baz", "--workdir=/ws/sub/dir", "--no-config", "--output=/tmp/doc.json"}},
+		{name: "a named config file", inputs: map[string]string{"config": "ci/goalrun.yml"}, want: []string{"--config=/ws/ci/goalrun.yml", "--output=/tmp/doc.json"}},
 		{name: "minutes must be whole", inputs: map[string]string{"timeout-minutes": "1.5"}, err: "timeout-minutes"},
 		{name: "working directory stays inside", inputs: map[string]string{"working-directory": "../../etc"}, err: "leaves the workspace"},
 	} {

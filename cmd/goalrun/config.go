@@ -139,8 +139,9 @@ func (l listFlag) String() string {
 
 func (l listFlag) Set(s string) error { *l.v = append(*l.v, s); return nil }
 
-// newFlagSet binds every setting (and --config) to a FlagSet writing into s.
-func newFlagSet(s *settings, configFile *string) *flag.FlagSet {
+// newFlagSet binds every setting (and --config, --no-config) to a FlagSet
+// writing into s.
+func newFlagSet(s *settings, configFile *string, noConfig *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("goalrun run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&s.until, "until", "", "the deterministic check, run with sh -c in the sandbox; exit 0 = goal met")
@@ -170,6 +171,7 @@ func newFlagSet(s *settings, configFile *string) *flag.FlagSet {
 	fs.StringVar(&s.events, "events", "", "also write the events (JSONL) to this file")
 	fs.BoolVar(&s.allowTestEdits, "allow-test-edits", false, "a pass after the agent edited the check's files may still conclude success")
 	fs.StringVar(configFile, "config", "", "YAML config file (default: "+defaultConfigFile+" in the workdir, if present)")
+	fs.BoolVar(noConfig, "no-config", false, "read no config file, not even "+defaultConfigFile+" in the workdir")
 	return fs
 }
 
@@ -372,12 +374,30 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 		}
 		*d.dst = v
 	}
-	// Relative paths in the file are relative to the file.
+	// Paths in the file are relative to the file's folder and must stay
+	// inside it, also through symbolic links: a config file is often not
+	// the user's own words (an agent can write .goalrun.yml in the
+	// workspace; a pull request carries its own), and one that could name
+	// any path would feed a host file (a key, /proc/self/environ) into the
+	// agent's prompt or overwrite one with the document. Flags can name
+	// any path.
 	base := filepath.Dir(path)
-	for _, p := range []*string{&s.promptFile, &s.workdir, &s.output, &s.events} {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(base, *p)
+	for _, k := range []struct {
+		key string
+		v   *string
+	}{{"prompt-file", &s.promptFile}, {"workdir", &s.workdir}, {"output", &s.output}, {"events", &s.events}} {
+		if *k.v == "" {
+			continue
 		}
+		what := fmt.Sprintf("config file %s line %d: %s", path, lf.lines[k.key], k.key)
+		if filepath.IsAbs(*k.v) {
+			return nil, badInput("%s: %q is an absolute path; a config file's paths are relative to its folder and stay inside it (give an outside path as the --%s flag)", what, *k.v, k.key)
+		}
+		p, err := insideFolder(what, "the config file's folder", base, *k.v)
+		if err != nil {
+			return nil, badInput("%v (give an outside path as the --%s flag)", err, k.key)
+		}
+		*k.v = p
 	}
 	return lf, nil
 }
@@ -501,7 +521,8 @@ var secretEnv = []string{
 func parseRunArgs(args []string, env lookupEnv, getwd func() (string, error)) (runConfig, error) {
 	var fl settings
 	var configFile string
-	fs := newFlagSet(&fl, &configFile)
+	var noConfig bool
+	fs := newFlagSet(&fl, &configFile, &noConfig)
 	positional, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -527,9 +548,15 @@ func parseRunArgs(args []string, env lookupEnv, getwd func() (string, error)) (r
 		*p = abs(*p)
 	}
 
-	// The config file: --config, else .goalrun.yml in the workdir.
+	// The config file: --config, else .goalrun.yml in the workdir, unless
+	// --no-config.
 	var lf *loadedFile
-	if configFile != "" {
+	if noConfig && configFile != "" {
+		return runConfig{}, badInput("--config and --no-config exclude each other; give one")
+	}
+	if noConfig {
+		// no file
+	} else if configFile != "" {
 		l, serr := loadConfigFile(configFile)
 		if serr != nil {
 			return runConfig{}, serr
@@ -843,8 +870,9 @@ func contains(list []string, s string) bool {
 func flagNames() []string {
 	var s settings
 	var c string
+	var nc bool
 	var names []string
-	newFlagSet(&s, &c).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	newFlagSet(&s, &c, &nc).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	sort.Strings(names)
 	return names
 }

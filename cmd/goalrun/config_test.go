@@ -27,7 +27,7 @@ func TestSettingsAreOneList(t *testing.T) {
 	sort.Strings(names)
 	var flags []string
 	for _, n := range flagNames() {
-		if n != "config" {
+		if n != "config" && n != "no-config" {
 			flags = append(flags, n)
 		}
 	}
@@ -155,6 +155,17 @@ func TestConfigFile(t *testing.T) {
 		{name: "value error names file and line", yaml: "until: x\nmax-iterations: -1\n", wantErr: []string{`"max-iterations" in`, ".goalrun.yml line 2", "-1"}},
 		{name: "a second document", yaml: "until: x\n---\nsandbox: local\n", wantErr: []string{".goalrun.yml line 2", "second YAML document"}},
 		{name: "not UTF-8", yaml: "until: x\nprompt: caf\xe9\n", wantErr: []string{".goalrun.yml", "not UTF-8", "byte 20"}},
+		{name: "a path through a link out of the folder", yaml: "until: x\nprompt-file: out/task.md\n", wantErr: []string{".goalrun.yml line 2: prompt-file", "symbolic link", "outside the config file's folder"}},
+		{name: "a path through a link inside", yaml: "until: x\nprompt-file: in/task.md\n", check: func(t *testing.T, c runConfig) {
+			if c.task != "from the file's folder\n" {
+				t.Errorf("task %q", c.task)
+			}
+		}},
+		{name: "no-config skips the workdir's file", yaml: "until: x\nsandbox: local\n", args: []string{"--no-config", "--until", "y"}, check: func(t *testing.T, c runConfig) {
+			if c.until != "y" || c.sandbox != defaultSandbox || c.configFile != "" {
+				t.Errorf("until %q sandbox %q config %q: the file was read", c.until, c.sandbox, c.configFile)
+			}
+		}},
 		{name: "a second document start only", yaml: "until: x\n---\n", check: func(t *testing.T, c runConfig) {}, args: []string{"--until", "x"}},
 	}
 	for _, tc := range cases {
@@ -164,6 +175,14 @@ func TestConfigFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := os.WriteFile(filepath.Join(dir, "task.md"), []byte("from the file's folder\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			outside := t.TempDir()
+			os.WriteFile(filepath.Join(outside, "task.md"), []byte("a host file\n"), 0o644)
+			if err := os.Symlink(outside, filepath.Join(dir, "out")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(".", filepath.Join(dir, "in")); err != nil {
 				t.Fatal(err)
 			}
 			cwd := t.TempDir() // relative paths in the file are relative to the file, not here

@@ -578,7 +578,8 @@ Flags:
 `)
 	var s settings
 	var c string
-	fs := newFlagSet(&s, &c)
+	var nc bool
+	fs := newFlagSet(&s, &c, &nc)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fmt.Fprint(w, `
