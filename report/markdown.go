@@ -528,11 +528,16 @@ func mdSandbox(d Document) string {
 	return "#### Sandbox\n\n" + strings.Join(parts, " · ") + "\n"
 }
 
-// mdText escapes text for inline markdown: markdown punctuation that could
-// start emphasis, code, links, tables or strikethrough is backslash-escaped,
-// HTML's <, > and & become entities, line breaks fold to spaces, and an
-// @mention gets a zero-width space after its "@" so it notifies no one.
-// Plain words stay readable: an underscore inside a word is left alone.
+// MarkdownText escapes text goalrun does not control (agent prose, file
+// names the agent chose) for inline GitHub markdown: markdown punctuation
+// that could start emphasis, code, links, tables or strikethrough is
+// backslash-escaped, HTML's <, > and & become entities, line breaks fold to
+// spaces, and an @mention gets a zero-width space after its "@" so it
+// notifies no one. Plain words stay readable: an underscore inside a word
+// is left alone. It does not cap; the caller caps the result.
+func MarkdownText(s string) string { return mdText(s) }
+
+// mdText is MarkdownText.
 func mdText(s string) string {
 	return mdEscape(Fold(s))
 }

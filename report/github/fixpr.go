@@ -417,7 +417,7 @@ func (p *FixPR) body(doc report.Document) string {
 func mdList(items []string) string {
 	out := make([]string, len(items))
 	for i, it := range items {
-		out[i] = mdText(it)
+		out[i] = report.MarkdownText(it)
 	}
 	return strings.Join(out, ", ")
 }

@@ -46,7 +46,7 @@ func (s *StepSummary) Publish(ctx context.Context, doc report.Document) error {
 	}
 	var b strings.Builder
 	for _, n := range s.Notes {
-		fmt.Fprintf(&b, "> [!WARNING]\n> %s\n\n", mdText(n))
+		fmt.Fprintf(&b, "> [!WARNING]\n> %s\n\n", report.MarkdownText(n))
 	}
 	b.WriteString(md(doc))
 	b.WriteString("\n")
@@ -88,7 +88,7 @@ func (s *StepSummary) Notice(text string) error {
 	if room <= 0 {
 		return fmt.Errorf("the job summary %s already holds %d bytes or more: the note was not added", s.Path, StepSummaryBytes)
 	}
-	if _, err := f.WriteString(fit("> [!NOTE]\n> "+mdText(text)+"\n\n", room)); err != nil {
+	if _, err := f.WriteString(fit("> [!NOTE]\n> "+report.MarkdownText(text)+"\n\n", room)); err != nil {
 		return fmt.Errorf("could not write the job summary %s: %w", s.Path, err)
 	}
 	return f.Close()
