@@ -400,7 +400,7 @@ func (p *FixPR) body(doc report.Document) string {
 	var b strings.Builder
 	b.WriteString("goalrun ran the agent until the check passed in its sandbox; this pull request carries the agent's changes. Review them like any other contribution.\n\n")
 	// The paths are the agent's choice: escaped like every other agent
-	// text (mdText), never put raw into code spans or the quote.
+	// text (report.MarkdownText), never put raw into code spans or the quote.
 	if len(p.WorkflowChanges) > 0 {
 		b.WriteString("> [!WARNING]\n> The agent also changed workflow files, which goalrun never pushes (a `GITHUB_TOKEN` cannot, and should not): ")
 		b.WriteString(mdList(p.WorkflowChanges))
