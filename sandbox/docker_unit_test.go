@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -795,4 +797,21 @@ func TestExtraMounts(t *testing.T) {
 	if got := extraMounts(ms[:1], "/workspace"); got != nil {
 		t.Errorf("only the workspace: %q, want none", got)
 	}
+}
+
+// BenchmarkSpecialBitPaths measures the walk the setuid/setgid sweep does
+// after each agent step (bind mode), over the Go toolchain's tree as a
+// stand-in for a large workspace (docs/benchmarks.md):
+//
+//	go test -run '^$' -bench BenchmarkSpecialBitPaths ./sandbox
+func BenchmarkSpecialBitPaths(b *testing.B) {
+	root := runtime.GOROOT()
+	files := 0
+	filepath.WalkDir(root, func(string, fs.DirEntry, error) error { files++; return nil })
+	for b.Loop() {
+		if _, err := specialBitPaths(root); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(files), "entries")
 }
