@@ -213,10 +213,10 @@ type Docker struct {
 	created   createdSet
 	copyOutMu sync.Mutex
 
-	// specialKeep holds the workspace paths (relative to mountSrc) that
-	// had a setuid or setgid bit before the agent ran (bind mode); the
-	// sweep after each agent step and when the agent stops leaves them.
-	specialKeep map[string]bool
+	// specialKeep holds the files and folders (by fileKey) that had a
+	// setuid or setgid bit before the agent ran (bind mode); the sweep
+	// after each agent step and when the agent stops leaves them, unchanged.
+	specialKeep map[fileKey]bool
 	sweepMu     sync.Mutex
 }
 
@@ -818,11 +818,11 @@ func (d *Docker) createAgent(ctx context.Context) error {
 		if err := d.verifyBind(ctx); err != nil {
 			return err
 		}
-		keep, err := specialBitPaths(d.mountSrc)
+		keep, err := specialBitFiles(d.mountSrc, false)
 		if err != nil {
 			return fmt.Errorf("sandbox: docker: reading the workspace %q before the agent runs: %w", d.mountSrc, err)
 		}
-		d.specialKeep = keep
+		d.specialKeep = specialKeys(keep)
 	}
 	return nil
 }

@@ -433,22 +433,35 @@ func TestAttackSetuidLeftOnHost(t *testing.T) {
 			if err := os.Mkdir(shared, 0o755); err != nil {
 				t.Fatal(err)
 			}
+			for _, f := range []string{"kept", "kept2"} {
+				if err := os.WriteFile(filepath.Join(ws, f), []byte("#!/bin/sh\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
 			dockertest.Chown(t, ws, testUID, testGID)
 			if err := os.Chmod(shared, 0o775|os.ModeSetgid); err != nil {
 				t.Fatal(err)
+			}
+			for _, f := range []string{"kept", "kept2"} {
+				if err := os.Chmod(filepath.Join(ws, f), 0o755|os.ModeSetuid); err != nil {
+					t.Fatal(err)
+				}
 			}
 			sb, _ := startDocker(t, sandbox.Config{Workspace: ws, WorkspaceMode: mode})
 			plant := `set -e
 printf '#!/bin/sh\nid\n' > tool && chmod 4755 tool
 mkdir sg && chmod 2777 sg
 printf x > sg/f && chmod 6755 sg/f
+ln kept kept-link
+printf 'not the host program' > new && chmod 4755 new && mv new kept2 && chmod 4755 kept2
+mkdir hide && printf z > hide/sh && chmod 4755 hide/sh && chmod 0111 hide
 (sleep 2; printf y > late && chmod 4755 late) >/dev/null 2>&1 &`
 			if res := run(t, sb, sh(sandbox.RoleAgent, plant)); res.ExitCode != 0 {
 				t.Fatalf("planting: %d %s", res.ExitCode, res.Stderr.Tail)
 			}
 			time.Sleep(3 * time.Second) // the background chmod has happened
 			if mode == sandbox.WorkspaceBind {
-				for _, p := range []string{"tool", "sg", "sg/f"} {
+				for _, p := range []string{"tool", "sg", "sg/f", "kept2", "hide/sh"} {
 					if st, err := os.Lstat(filepath.Join(ws, p)); err != nil || st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
 						t.Errorf("after the agent step %s: %v %v; want no setuid/setgid bit", p, st.Mode(), err)
 					}
@@ -460,7 +473,7 @@ printf x > sg/f && chmod 6755 sg/f
 			if err := stopper.StopAgent(ctx); err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range []string{"tool", "sg", "sg/f", "late"} {
+			for _, p := range []string{"tool", "sg", "sg/f", "late", "kept2", "hide/sh"} {
 				st, err := os.Lstat(filepath.Join(ws, p))
 				if mode == sandbox.WorkspaceCopy && p == "late" && errors.Is(err, os.ErrNotExist) {
 					continue // copy mode copies out after the step only
@@ -472,8 +485,30 @@ printf x > sg/f && chmod 6755 sg/f
 			if st, err := os.Lstat(shared); err != nil || st.Mode()&os.ModeSetgid == 0 {
 				t.Errorf("the host's own setgid folder lost its bit: %v %v", st.Mode(), err)
 			}
+			if st, err := os.Lstat(filepath.Join(ws, "kept")); err != nil || st.Mode()&os.ModeSetuid == 0 {
+				t.Errorf("the host's own setuid program (hard-linked by the agent) lost its bit: %v %v", st.Mode(), err)
+			}
 		})
 	}
+	// The agent kills its container's main process: the container is
+	// gone when goalrun stops it, and the workspace is swept all the same.
+	t.Run("agent kills its container", func(t *testing.T) {
+		ws := dockertest.Workspace(t, testUID, testGID)
+		sb, _ := startDocker(t, sandbox.Config{Workspace: ws, WorkspaceMode: sandbox.WorkspaceBind})
+		run(t, sb, sh(sandbox.RoleAgent, `(sleep 1; printf x > evil; chmod 4755 evil; kill -9 -1) >/dev/null 2>&1 &`))
+		time.Sleep(4 * time.Second)
+		if st, err := os.Lstat(filepath.Join(ws, "evil")); err != nil || st.Mode()&os.ModeSetuid == 0 {
+			t.Fatalf("the plant did not happen: %v %v", st, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sb.StopAgent(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Lstat(filepath.Join(ws, "evil")); err != nil || st.Mode()&os.ModeSetuid != 0 {
+			t.Errorf("evil: %v %v; want no setuid bit", st.Mode(), err)
+		}
+	})
 }
 
 // In copy mode the host gets the tree the check ran on: a folder the agent
@@ -496,5 +531,27 @@ func TestAttackCopyOutFolderNamedLikeTheRoot(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(ws, rel)); err != nil || string(b) != want {
 			t.Errorf("host %s = %q, %v; want %q (the tree the check ran on)", rel, b, err, want)
 		}
+	}
+}
+
+// In copy mode a process the agent left running cannot change the
+// sandbox's tree after the copy-out: the check must see what the host got.
+// The agent container is frozen before the copy-out.
+func TestAttackCopyOutThenLateWrite(t *testing.T) {
+	ws := dockertest.Workspace(t, testUID, testGID)
+	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("bad\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dockertest.Chown(t, ws, testUID, testGID)
+	sb, _ := startDocker(t, sandbox.Config{Workspace: ws, WorkspaceMode: sandbox.WorkspaceCopy})
+	run(t, sb, sh(sandbox.RoleAgent, `(sleep 1; echo good > a.txt) >/dev/null 2>&1 &`))
+	time.Sleep(3 * time.Second) // the late write would have happened by now
+	res := run(t, sb, sh(sandbox.RoleCheck, `cat a.txt`))
+	host, err := os.ReadFile(filepath.Join(ws, "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout.Tail) != string(host) {
+		t.Errorf("the check saw %q, the host has %q: they must be the same tree", res.Stdout.Tail, host)
 	}
 }

@@ -240,6 +240,19 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 		return res, err
 	}
 	if d.wsMode == WorkspaceCopy {
+		// Nothing the agent left running may write between the copy-out
+		// and the check (which runs on the sandbox's tree): the host must
+		// get the tree the check sees. Freeze the container first (it
+		// stays frozen until the next agent step); if the Engine cannot,
+		// stop it.
+		if err := d.freeze(ctx); err != nil {
+			sctx, scancel := bg(ctx)
+			serr := d.StopAgent(sctx)
+			scancel()
+			if serr != nil {
+				return res, fmt.Errorf("sandbox: docker: neither freezing (%v) nor stopping the agent container before the copy-out worked: %w", err, serr)
+			}
+		}
 		octx, ocancel := copyOutContext(ctx, cmd.Timeout)
 		defer ocancel()
 		if err := d.copyOut(octx); err != nil {
@@ -447,6 +460,18 @@ var _ AgentStopper = (*Docker)(nil)
 // then removed (sweepSpecialBits). A later agent step starts it again.
 // Errors come from the Docker Engine or the sweep.
 func (d *Docker) StopAgent(ctx context.Context) error {
+	err := d.stopAgent(ctx)
+	// Whatever the container's state (already dead: the agent can kill its
+	// own main process), the workspace is swept; once nothing of the
+	// agent's runs any more, what the sweep leaves stays.
+	if serr := d.sweepSpecialBits(); serr != nil && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// stopAgent is StopAgent without the sweep.
+func (d *Docker) stopAgent(ctx context.Context) error {
 	d.mu.Lock()
 	d.agentDead = true
 	id := d.agentID
@@ -472,8 +497,7 @@ func (d *Docker) StopAgent(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	// Nothing of the agent's runs any more: what the sweep leaves stays.
-	return d.sweepSpecialBits()
+	return nil
 }
 
 // ensureAgent restarts the agent container when a step had to kill it.
@@ -696,6 +720,32 @@ func (d *Docker) pauseAgent(ctx context.Context) (wait, resume func()) {
 		}
 	}
 	return wait, resume
+}
+
+// freeze pauses the agent container now and leaves it frozen until the next
+// agent step thaws it (a check's pauseAgent then has nothing to do). It does
+// nothing when the container is already paused or dead. Errors come from
+// the Engine (no freezer in its cgroup setup, say).
+func (d *Docker) freeze(ctx context.Context) error {
+	d.mu.Lock()
+	if d.paused || d.agentDead {
+		d.mu.Unlock()
+		return nil
+	}
+	d.paused = true
+	d.mu.Unlock()
+	cctx, cancel := bg(ctx)
+	defer cancel()
+	if err := d.cli.ContainerPause(cctx, d.agentID); err != nil {
+		d.mu.Lock()
+		d.paused = false
+		d.mu.Unlock()
+		return err
+	}
+	d.mu.Lock()
+	d.frozen = true
+	d.mu.Unlock()
+	return nil
 }
 
 // thaw unfreezes the agent container if a check left it frozen (at the

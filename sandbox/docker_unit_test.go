@@ -799,17 +799,17 @@ func TestExtraMounts(t *testing.T) {
 	}
 }
 
-// BenchmarkSpecialBitPaths measures the walk the setuid/setgid sweep does
+// BenchmarkSpecialBitFiles measures the walk the setuid/setgid sweep does
 // after each agent step (bind mode), over the Go toolchain's tree as a
 // stand-in for a large workspace (docs/benchmarks.md):
 //
-//	go test -run '^$' -bench BenchmarkSpecialBitPaths ./sandbox
-func BenchmarkSpecialBitPaths(b *testing.B) {
+//	go test -run '^$' -bench BenchmarkSpecialBitFiles ./sandbox
+func BenchmarkSpecialBitFiles(b *testing.B) {
 	root := runtime.GOROOT()
 	files := 0
 	filepath.WalkDir(root, func(string, fs.DirEntry, error) error { files++; return nil })
 	for b.Loop() {
-		if _, err := specialBitPaths(root); err != nil {
+		if _, err := specialBitFiles(root, false); err != nil {
 			b.Fatal(err)
 		}
 	}

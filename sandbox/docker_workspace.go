@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
@@ -735,54 +736,113 @@ func removeUnseen(root *os.Root, seen map[string]bool, owned ownedPaths) error {
 // group: setuid and setgid.
 const specialBits = fs.ModeSetuid | fs.ModeSetgid
 
-// specialBitPaths returns the paths under dir (slash-separated, relative)
-// of the regular files and folders that carry a setuid or setgid bit.
-// Symlinks are not followed. Errors come from reading dir.
-func specialBitPaths(dir string) (map[string]bool, error) {
+// fileKey identifies one version of a file: its inode, size and
+// modification time. A file replaced, rewritten or touched gets another.
+type fileKey struct {
+	dev, ino uint64
+	size     int64
+	mtime    int64 // nanoseconds
+}
+
+// keyOf returns info's fileKey (zero where the platform has no inode).
+func keyOf(info fs.FileInfo) fileKey {
+	k := fileKey{size: info.Size(), mtime: info.ModTime().UnixNano()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		k.dev, k.ino = uint64(st.Dev), st.Ino
+	}
+	return k
+}
+
+// specialBitFiles returns the regular files and folders under dir that
+// carry a setuid or setgid bit, by path (slash-separated, relative) with
+// their fileKey. Symlinks are not followed. With fix, a folder the owner
+// cannot read or enter (the agent can make one mode 0111 to hide what is
+// inside) gets the owner's read and search bits added and is walked; a
+// folder that still cannot be read is an error. Without fix such folders
+// are skipped. Errors come from reading dir.
+func specialBitFiles(dir string, fix bool) (map[string]fileKey, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	keep := map[string]bool{}
-	err = fs.WalkDir(root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+	found := map[string]fileKey{}
+	fsys := root.FS()
+	var walk fs.WalkDirFunc
+	walk = func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			if errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
-			return err
+			if !errors.Is(err, fs.ErrPermission) {
+				return err
+			}
+			if !fix || e == nil || !e.IsDir() {
+				return nil
+			}
+			info, ierr := root.Lstat(filepath.FromSlash(p))
+			if ierr != nil {
+				return nil
+			}
+			if cerr := root.Chmod(filepath.FromSlash(p), info.Mode()&(fs.ModePerm|specialBits|fs.ModeSticky)|0o500); cerr != nil {
+				return fmt.Errorf("folder %q cannot be read (%v) and its mode cannot be changed: %w", p, err, cerr)
+			}
+			if werr := fs.WalkDir(fsys, p, func(q string, e fs.DirEntry, err error) error {
+				if q == p && err != nil {
+					return fmt.Errorf("folder %q cannot be read even after adding the owner's read bit: %w", p, err)
+				}
+				return walk(q, e, err)
+			}); werr != nil {
+				return werr
+			}
+			return fs.SkipDir
 		}
 		if e.Type()&(fs.ModeSymlink|fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice) != 0 {
 			return nil
 		}
 		info, err := e.Info()
 		if err == nil && info.Mode()&specialBits != 0 {
-			keep[p] = true
+			found[p] = keyOf(info)
 		}
 		return nil
-	})
-	return keep, err
+	}
+	err = fs.WalkDir(fsys, ".", walk)
+	return found, err
+}
+
+// specialKeys returns the set of fileKeys of found.
+func specialKeys(found map[string]fileKey) map[fileKey]bool {
+	keys := make(map[fileKey]bool, len(found))
+	for _, k := range found {
+		keys[k] = true
+	}
+	return keys
 }
 
 // sweepSpecialBits removes, in bind mode, the setuid and setgid bits the
-// agent set on files and folders of the host workspace (everything not in
-// specialKeep). The agent runs as the workspace's owner, so a setuid
-// program it leaves would run as that owner for any local user who can
-// reach the tree; copy mode never brings the bits back (hostPerm). Errors
-// name the path that could not be changed.
+// agent set on files and folders of the host workspace: every such file
+// or folder that is not, unchanged, one the workspace had before the agent
+// ran (specialKeep: same inode, size and modification time, under any
+// name — a hard link to the host's own setuid program is that program). A
+// file the agent replaced or rewrote under a kept name loses its bits. The
+// agent runs as the workspace's owner, so a setuid program it leaves would
+// run as that owner for any local user who can reach the tree; copy mode
+// never brings the bits back (hostPerm). Folders the agent made unreadable
+// are opened to their owner to be swept. Errors name the path that could
+// not be read or changed.
 func (d *Docker) sweepSpecialBits() error {
 	if d.wsMode != WorkspaceBind || d.mountSrc == "" {
 		return nil
 	}
 	d.sweepMu.Lock()
 	defer d.sweepMu.Unlock()
-	found, err := specialBitPaths(d.mountSrc)
+	found, err := specialBitFiles(d.mountSrc, true)
 	if err != nil {
 		return fmt.Errorf("sandbox: docker: looking for setuid and setgid bits the agent set in %q: %w", d.mountSrc, err)
 	}
 	var strip []string
-	for p := range found {
-		if !d.specialKeep[p] {
+	for p, k := range found {
+		if !d.specialKeep[k] {
 			strip = append(strip, p)
 		}
 	}
