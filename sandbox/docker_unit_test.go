@@ -815,3 +815,80 @@ func BenchmarkSpecialBitFiles(b *testing.B) {
 	}
 	b.ReportMetric(float64(files), "entries")
 }
+
+// Copy-out changes only what the sandbox changed: an untouched file (of
+// any size) keeps its inode, links, owner and mode; a chmod of a file with
+// other hard links (one outside the workspace) never reaches them; the
+// host's FIFOs and sockets, never copied in, are not "deleted"; a large
+// file changed at its end comes back whole.
+func TestApplyTarTouchesOnlyChanges(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	big := bytes.Repeat([]byte("0123456789abcdef"), (6<<20)/16) // 6 MiB
+	write := func(rel string, body []byte, mode os.FileMode) {
+		p := filepath.Join(ws, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, body, mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+	}
+	write("big.bin", big, 0o644)
+	write("big-changed.bin", big, 0o644)
+	write("wonly", []byte("w"), 0o200)
+	write("ro/f", []byte("f"), 0o444)
+	os.Chmod(filepath.Join(ws, "ro"), 0o555)
+	defer os.Chmod(filepath.Join(ws, "ro"), 0o755)
+	if err := os.Link(filepath.Join(ws, "big.bin"), filepath.Join(ws, "big-link")); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(outside, "private.key")
+	os.WriteFile(key, []byte("secret"), 0o600)
+	if err := os.Link(key, filepath.Join(ws, "linked.key")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(ws, "mypipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bigInfo, _ := os.Stat(filepath.Join(ws, "big.bin"))
+	changed := append(bytes.Clone(big[:len(big)-4]), []byte("END!")...)
+
+	tr := tarOf(t,
+		entry{name: "./", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "./big.bin", typ: tar.TypeReg, body: string(big)},
+		entry{name: "./big-link", typ: tar.TypeLink, link: "./big.bin"},
+		entry{name: "./big-changed.bin", typ: tar.TypeReg, body: string(changed)},
+		entry{name: "./wonly", typ: tar.TypeReg, body: "w", mode: 0o200},
+		entry{name: "./ro/", typ: tar.TypeDir, mode: 0o555},
+		entry{name: "./ro/f", typ: tar.TypeReg, body: "f", mode: 0o444},
+		entry{name: "./linked.key", typ: tar.TypeReg, body: "secret", mode: 0o666},
+	)
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	seen, err := applyTar(root, tr, nil)
+	if err != nil {
+		t.Fatalf("applyTar: %v", err)
+	}
+	if err := removeUnseen(root, seen, nil); err != nil {
+		t.Fatalf("removeUnseen: %v", err)
+	}
+	if st, err := os.Stat(filepath.Join(ws, "big.bin")); err != nil || !os.SameFile(st, bigInfo) {
+		t.Errorf("an untouched 6 MiB file was rewritten (%v)", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "big-changed.bin")); !bytes.Equal(b, changed) {
+		t.Errorf("a 6 MiB file changed at its end came back as %d bytes, not the sandbox's", len(b))
+	}
+	for rel, want := range map[string]os.FileMode{"wonly": 0o200, "ro": os.ModeDir | 0o555, "ro/f": 0o444, "linked.key": 0o666} {
+		if st, err := os.Lstat(filepath.Join(ws, rel)); err != nil || st.Mode() != want {
+			t.Errorf("%s: %v, %v; want %v", rel, st.Mode(), err, want)
+		}
+	}
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the chmod reached a hard-linked file outside the workspace: %v %v", st.Mode(), err)
+	}
+	if st, err := os.Lstat(filepath.Join(ws, "mypipe")); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the host's FIFO was removed: %v", err)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -376,10 +378,6 @@ func (d *Docker) copyRelayIn(ctx context.Context) error {
 	return nil
 }
 
-// compareLimit is the largest file copyOut compares with the host's copy
-// before deciding to rewrite it; larger files of equal size are rewritten.
-const compareLimit = 4 << 20
-
 // copyOut brings the sandbox's tree back into the host workspace after an
 // agent step (copy mode). The tree is hostile: every write goes through an
 // os.Root on the workspace, so nothing lands outside it and no symlink is
@@ -474,7 +472,6 @@ func archiveRel(name, prefix string) (rel string, ok bool) {
 // else.
 func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool, error) {
 	seen := map[string]bool{}
-	var buf bytes.Buffer
 	prefix, first := "", true
 	for {
 		hdr, err := tr.Next()
@@ -502,13 +499,14 @@ func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool,
 			continue
 		}
 		perm := hostPerm(hdr)
+		raw := fs.FileMode(hdr.Mode).Perm() // what the sandbox's tree says
 		existing, lerr := root.Lstat(name)
 		exists := lerr == nil
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			seen[rel] = true
 			if exists && existing.IsDir() {
-				if existing.Mode().Perm() != perm {
+				if existing.Mode().Perm() != raw {
 					_ = root.Chmod(name, perm)
 				}
 				continue
@@ -522,20 +520,11 @@ func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool,
 				return seen, err
 			}
 			_ = root.Chmod(name, perm) // the umask narrowed Mkdir's mode
+			adoptOwner(root, name, nil)
 		case tar.TypeReg:
 			seen[rel] = true
-			if exists && existing.Mode().IsRegular() && existing.Size() == hdr.Size && hdr.Size <= compareLimit {
-				buf.Reset()
-				if _, err := io.Copy(&buf, tr); err != nil {
-					return seen, err
-				}
-				if old, err := root.ReadFile(name); err == nil && bytes.Equal(old, buf.Bytes()) {
-					if existing.Mode().Perm() != perm {
-						_ = root.Chmod(name, perm)
-					}
-					continue
-				}
-				if err := writeFileIn(root, name, perm, &buf, hdr); err != nil {
+			if exists && existing.Mode().IsRegular() && existing.Size() == hdr.Size {
+				if err := syncFile(root, name, existing, raw, perm, tr, hdr); err != nil {
 					return seen, err
 				}
 				continue
@@ -548,6 +537,7 @@ func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool,
 			if err := writeFileIn(root, name, perm, tr, hdr); err != nil {
 				return seen, err
 			}
+			adoptOwner(root, name, nil)
 		case tar.TypeSymlink:
 			seen[rel] = true
 			if exists && existing.Mode()&fs.ModeSymlink != 0 {
@@ -563,6 +553,7 @@ func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool,
 			if err := root.Symlink(hdr.Linkname, name); err != nil {
 				return seen, err
 			}
+			adoptOwner(root, name, nil)
 		case tar.TypeLink:
 			target, ok := archiveRel(hdr.Linkname, prefix)
 			if !ok || target == "" || !seen[target] {
@@ -636,6 +627,107 @@ func writeFileIn(root *os.Root, name string, perm fs.FileMode, r io.Reader, hdr 
 	return root.Chtimes(name, hdr.ModTime, hdr.ModTime)
 }
 
+// syncFile brings the sandbox's version of a file (r, size equal to the
+// host's existing one) to the host: it compares the two block by block
+// without holding either in memory. An identical file is left as it is —
+// same inode, owner, links and times — and only gets the sandbox's
+// permission bits when they differ (raw; perm is what the host gets). A
+// file that differs, or whose mode changes while it has other hard links
+// (chmod in place would change the other names too, possibly outside the
+// workspace), is written as a new inode: the host's equal first part, then
+// the rest from r, into a temporary name in the same folder renamed over
+// it, keeping the host file's owner when goalrun runs as root.
+func syncFile(root *os.Root, name string, existing fs.FileInfo, raw, perm fs.FileMode, r io.Reader, hdr *tar.Header) error {
+	host, err := root.Open(name)
+	if err != nil {
+		// Unreadable (mode 000, goalrun not root): rewrite it.
+		if rerr := root.Remove(name); rerr != nil {
+			return rerr
+		}
+		return writeFileIn(root, name, perm, r, hdr)
+	}
+	defer host.Close()
+	a, b := make([]byte, sparseBlock), make([]byte, sparseBlock)
+	var off int64
+	for {
+		n, rerr := io.ReadFull(r, a)
+		if n > 0 {
+			m, _ := io.ReadFull(host, b[:n])
+			if m != n || !bytes.Equal(a[:n], b[:n]) {
+				return replaceFile(root, name, existing, perm, io.NewSectionReader(host, 0, off), io.MultiReader(bytes.NewReader(a[:n]), r), hdr)
+			}
+			off += int64(n)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	if existing.Mode().Perm() == raw {
+		return nil
+	}
+	if st, ok := existing.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return replaceFile(root, name, existing, perm, io.NewSectionReader(host, 0, off), bytes.NewReader(nil), hdr)
+	}
+	return root.Chmod(name, perm)
+}
+
+// replaceFile writes head then tail into a new file next to name and
+// renames it over name (a new inode), with perm, hdr's modification time,
+// and existing's owner when goalrun runs as root.
+func replaceFile(root *os.Root, name string, existing fs.FileInfo, perm fs.FileMode, head, tail io.Reader, hdr *tar.Header) error {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(filepath.Dir(name), ".goalrun-copy-"+hex.EncodeToString(rnd[:]))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	err = copySparse(f, head)
+	if err == nil {
+		err = copySparse(f, tail)
+	}
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Chtimes(tmp, hdr.ModTime, hdr.ModTime)
+	}
+	if err == nil {
+		adoptOwner(root, tmp, existing)
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+	}
+	return err
+}
+
+// adoptOwner gives what copy-out created at name the owner of like (the
+// file it replaces) or, with like nil, of its folder — only when goalrun
+// runs as root (otherwise new files are goalrun's, which is the
+// workspace's owner or could not write there). Without it a root goalrun
+// would leave root-owned files in a user's workspace.
+func adoptOwner(root *os.Root, name string, like fs.FileInfo) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	if like == nil {
+		var err error
+		if like, err = root.Lstat(filepath.Dir(name)); err != nil {
+			return
+		}
+	}
+	if st, ok := like.Sys().(*syscall.Stat_t); ok {
+		_ = root.Lchown(name, int(st.Uid), int(st.Gid))
+	}
+}
+
 // sparseBlock is the unit copySparse checks for zeros: 64 KiB.
 const sparseBlock = 64 << 10
 
@@ -644,12 +736,10 @@ const sparseBlock = 64 << 10
 // file made with truncate) does not fill the host's disk with zeros.
 func copySparse(f *os.File, r io.Reader) error {
 	buf := make([]byte, sparseBlock)
-	var size int64
 	hole := false
 	for {
 		n, err := io.ReadFull(r, buf)
 		if n > 0 {
-			size += int64(n)
 			if isZero(buf[:n]) {
 				if _, serr := f.Seek(int64(n), io.SeekCurrent); serr != nil {
 					return serr
@@ -670,7 +760,13 @@ func copySparse(f *os.File, r io.Reader) error {
 		}
 	}
 	if hole {
-		return f.Truncate(size) // a trailing hole: set the length
+		// A trailing hole: set the length (where the file's offset is, as
+		// f may already hold bytes written before this call).
+		end, err := f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return err
+		}
+		return f.Truncate(end)
 	}
 	return nil
 }
@@ -705,6 +801,9 @@ func removeUnseen(root *os.Root, seen map[string]bool, owned ownedPaths) error {
 		}
 		if p == "." {
 			return nil
+		}
+		if e.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0 {
+			return nil // never copied in (tarTree leaves them behind), so never "deleted"
 		}
 		if owned.covers(p) {
 			if e.IsDir() {
