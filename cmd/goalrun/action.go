@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,7 +46,7 @@ var actionInputs = []actionInput{
 	{"agent", "agent", asIs},
 	{"agent-bin", "agent-bin", asIs},
 	{"prompt", "prompt", asIs},
-	{"prompt-file", "prompt-file", asIs},
+	{"prompt-file", "prompt-file", workspace},
 	{"until", "until", asIs},
 	{"infer-until", "infer-until", asIs},
 	{"max-iterations", "max-iterations", asIs},
@@ -191,6 +192,12 @@ func (a *action) run() int {
 	if err != nil {
 		se := asStartupError(err)
 		return a.startupFailure(report.StartupError(se.code, se.message, se.suggestions...))
+	}
+	if bad := prConfigKeys(ev.IsPullRequest, cfg.fileKeys); len(bad) > 0 {
+		return a.startupFailure(report.StartupError(report.ErrBadInput,
+			fmt.Sprintf("the config file %s sets %s on a pull request event: the checkout is the pull request author's, so on these events a config file may set only %s",
+				cfg.configFile, strings.Join(bad, ", "), strings.Join(prConfigAllowed, ", ")),
+			"Set these as inputs of the goalrun step in the workflow, or do not name a config file for pull request events."))
 	}
 	if err := checkInsideWorkspace(a.workspaceRoot(), cfg.dir, cfg.configFile); err != nil {
 		return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error(),
@@ -491,6 +498,27 @@ func insideFolder(what, place, root, v string) (string, error) {
 		return "", fmt.Errorf("%s: %q resolves to %s, outside %s", what, v, real, place)
 	}
 	return real, nil
+}
+
+// prConfigAllowed are the settings a config file may supply on a pull
+// request event (pull_request, pull_request_target, a comment on a pull
+// request), where the checkout — and so the file — is the pull request
+// author's: what to do, never how it is isolated, checked or paid for.
+var prConfigAllowed = []string{"prompt", "prompt-file", "workdir"}
+
+// prConfigKeys returns the settings of keys a config file may not supply
+// on a pull request event (none when pr is false).
+func prConfigKeys(pr bool, keys []string) []string {
+	if !pr {
+		return nil
+	}
+	var bad []string
+	for _, k := range keys {
+		if !slices.Contains(prConfigAllowed, k) {
+			bad = append(bad, k)
+		}
+	}
+	return bad
 }
 
 // escapes says whether a path made by filepath.Rel leaves its base.

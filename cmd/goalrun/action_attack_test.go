@@ -336,3 +336,74 @@ func TestActionConfigWorkdirOutside(t *testing.T) {
 		})
 	}
 }
+
+// TestActionPRConfigKeys: on a pull request event the checkout — and a
+// config file the workflow names in it — is the pull request author's: the
+// file may say what to do (prompt, prompt-file, workdir), never how the run
+// is isolated, checked or paid for. On a schedule (the default branch) the
+// same file applies. A prompt-file input that is a link out of the
+// workspace is refused like working-directory and config.
+func TestActionPRConfigKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, event, payload, yaml string
+		inputs                     map[string]string
+		wantCode                   int
+		wantErr                    string
+	}{
+		{"pull request: isolation from the file", "pull_request", "pull_request.opened.json", "sandbox: local\nagent-bin: touch pwned\n", nil, exitBadInput,
+			`sets agent-bin, sandbox on a pull request event`},
+		{"pull request: budget from the file", "pull_request", "pull_request.opened.json", "max-iterations: 1000\ntimeout: 24h\n", nil, exitBadInput,
+			`sets max-iterations, timeout on a pull request event`},
+		{"pull request: the task from the file", "pull_request", "pull_request.opened.json", "prompt: make the test pass\n", nil, exitMet, ""},
+		{"schedule: the file applies", "schedule", "schedule.json", "max-iterations: 2\n", nil, exitMet, ""},
+		{"prompt-file input through a link out", "schedule", "schedule.json", "", map[string]string{"config": "", "prompt": "", "prompt-file": "out/task.md"}, exitBadInput,
+			`input prompt-file: "out/task.md" passes through the symbolic link`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := githubtest.NewServer(t, "octo-org/demo")
+			head := seedDemo(t, srv)
+			srv.AddIssue(17)
+			inputs := map[string]string{"agent": "command", "agent-bin": "touch fixed", "until": "test -f fixed", "sandbox": "local",
+				"prompt": "x", "config": "goalrun.yml", "comment": "off"}
+			if tc.yaml != "" {
+				delete(inputs, "agent-bin")
+				delete(inputs, "sandbox")
+				if strings.Contains(tc.yaml, "prompt:") {
+					delete(inputs, "prompt")
+				}
+				if !strings.Contains(tc.yaml, "agent-bin") {
+					inputs["agent-bin"], inputs["sandbox"] = "touch fixed", "local"
+				}
+			}
+			for k, v := range tc.inputs {
+				inputs[k] = v
+			}
+			var patch func(map[string]any)
+			if tc.event == "pull_request" {
+				patch = setHead(head)
+			}
+			r := newRunner(t, srv, tc.event, tc.payload, patch, inputs)
+			r.env["GITHUB_SHA"] = head
+			if tc.yaml != "" {
+				if err := os.WriteFile(filepath.Join(r.workspace, "goalrun.yml"), []byte(tc.yaml), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			outside := t.TempDir()
+			os.WriteFile(filepath.Join(outside, "task.md"), []byte("a host secret\n"), 0o644)
+			if err := os.Symlink(outside, filepath.Join(r.workspace, "out")); err != nil {
+				t.Fatal(err)
+			}
+			res := r.run()
+			if res.code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\n%s", res.code, tc.wantCode, res.stdout)
+			}
+			if tc.wantErr != "" && !strings.Contains(string(res.stdout), tc.wantErr) {
+				t.Errorf("no error saying %q:\n%s", tc.wantErr, res.stdout)
+			}
+			if _, err := os.Stat(filepath.Join(r.workspace, "pwned")); err == nil {
+				t.Error("the pull request's config file chose the agent")
+			}
+		})
+	}
+}

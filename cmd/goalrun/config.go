@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -255,17 +256,9 @@ var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 // loadConfigFile reads and strictly decodes a YAML config file. Errors name
 // the file, the line and the key, and suggest the closest known key.
 func loadConfigFile(path string) (*loadedFile, *startupError) {
-	f, err := os.Open(path)
+	data, err := readCapped(path, maxConfigFileBytes)
 	if err != nil {
-		return nil, badInput("config file %s: %v", path, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigFileBytes+1))
-	if err != nil {
-		return nil, badInput("config file %s: %v", path, err)
-	}
-	if len(data) > maxConfigFileBytes {
-		return nil, badInput("config file %s is larger than %d bytes; is it the right file?", path, maxConfigFileBytes)
+		return nil, badInput("config file %s: %v; is it the right file?", path, err)
 	}
 	lf := &loadedFile{path: path, lines: map[string]int{}}
 
@@ -299,6 +292,9 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	}
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		k := doc.Content[i]
+		if k.Value == "<<" || k.Tag == "!!merge" {
+			return nil, badInput("config file %s line %d: a YAML merge key (<<); goalrun reads plain settings, write each one out", path, k.Line)
+		}
 		if _, dup := lf.lines[k.Value]; dup {
 			return nil, badInput("config file %s line %d: key %q is set twice (first on line %d)", path, k.Line, k.Value, lf.lines[k.Value])
 		}
@@ -488,6 +484,9 @@ type runConfig struct {
 	net sandbox.Network
 	// configFile is the YAML file used ("" for none).
 	configFile string
+	// fileKeys are the settings the config file supplied (flags did not
+	// override them), sorted.
+	fileKeys []string
 	// secrets are the secret values found in the environment, by name (all
 	// of them go to the Redactor; none is passed into a step by name).
 	secrets map[string]string
@@ -579,6 +578,7 @@ func parseRunArgs(args []string, env lookupEnv, getwd func() (string, error)) (r
 
 	s := defaults()
 	where := map[string]string{}
+	var fileKeys []string
 	for _, f := range fields {
 		if lf != nil {
 			if line, ok := lf.lines[f.name]; ok {
@@ -589,9 +589,14 @@ func parseRunArgs(args []string, env lookupEnv, getwd func() (string, error)) (r
 		if flagSet[f.name] {
 			f.copy(&s, &fl)
 			where[f.name] = "--" + f.name
+		} else if lf != nil {
+			if _, ok := lf.lines[f.name]; ok {
+				fileKeys = append(fileKeys, f.name)
+			}
 		}
 	}
-	cfg := runConfig{settings: s}
+	sort.Strings(fileKeys)
+	cfg := runConfig{settings: s, fileKeys: fileKeys}
 	if lf != nil {
 		cfg.configFile = lf.path
 	}
@@ -665,7 +670,11 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 	case given("prompt"):
 		cfg.task = cfg.prompt
 	case given("prompt-file"):
-		b, err := readCapped(cfg.promptFile, maxPromptFileBytes)
+		base := ""
+		if cfg.configFile != "" && strings.HasPrefix(where["prompt-file"], `"prompt-file" in `) {
+			base = filepath.Dir(cfg.configFile) // opened inside it: no link swapped in since the check leads out
+		}
+		b, err := readCappedIn(base, cfg.promptFile, maxPromptFileBytes)
 		if err != nil {
 			return badInput("%s: %v", src("prompt-file"), err)
 		}
@@ -842,11 +851,39 @@ func networkNames() []string {
 
 // readCapped reads a file of at most max bytes.
 func readCapped(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+	return readCappedIn("", path, max)
+}
+
+// readCappedIn is readCapped for a regular file only (a FIFO or device is
+// refused, not waited on: the open does not block), opened through an
+// os.Root at base when base is not "" (path must then lie inside base; no
+// symbolic link leads out of it, whatever is swapped in after a check).
+func readCappedIn(base, path string, max int64) ([]byte, error) {
+	var f *os.File
+	var err error
+	if base != "" {
+		rel, rerr := filepath.Rel(base, path)
+		if rerr != nil || escapes(rel) {
+			return nil, fmt.Errorf("%s is not inside %s", path, base)
+		}
+		root, oerr := os.OpenRoot(base)
+		if oerr != nil {
+			return nil, oerr
+		}
+		defer root.Close()
+		f, err = root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	} else {
+		f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
+	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err

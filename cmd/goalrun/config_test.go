@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,6 +162,8 @@ func TestConfigFile(t *testing.T) {
 				t.Errorf("task %q", c.task)
 			}
 		}},
+		{name: "a FIFO as the prompt file is refused, not waited on", yaml: "until: x\nprompt-file: task.fifo\n", wantErr: []string{"task.fifo", "not a regular file"}},
+		{name: "a YAML merge key", yaml: "base: &b {until: x}\n<<: *b\n", wantErr: []string{".goalrun.yml line 2", "merge key"}},
 		{name: "no-config skips the workdir's file", yaml: "until: x\nsandbox: local\n", args: []string{"--no-config", "--until", "y"}, check: func(t *testing.T, c runConfig) {
 			if c.until != "y" || c.sandbox != defaultSandbox || c.configFile != "" {
 				t.Errorf("until %q sandbox %q config %q: the file was read", c.until, c.sandbox, c.configFile)
@@ -183,6 +186,9 @@ func TestConfigFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := os.Symlink(".", filepath.Join(dir, "in")); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(filepath.Join(dir, "task.fifo"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			cwd := t.TempDir() // relative paths in the file are relative to the file, not here

@@ -904,3 +904,24 @@ func TestFailedCommandAgentOutputReachesEverySink(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigFileNamedInHumanOutput: the human output says which settings a
+// config file supplied (a .goalrun.yml in the workdir may be an agent's);
+// the JSON stderr carries events only.
+func TestConfigFileNamedInHumanOutput(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, ".goalrun.yml"), []byte("until: \"true\"\nsandbox: local\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := goalrun(t, ws, nil, "run", "--agent", "command", "--agent-bin", "true", "--sandbox", "local")
+	if r.code != exitMet {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !bytes.Contains(r.stderr, []byte("goalrun: settings from "+filepath.Join(ws, ".goalrun.yml")+": until\n")) {
+		t.Errorf("stderr does not name the file and the settings it supplied (sandbox came from a flag):\n%s", r.stderr)
+	}
+	r = goalrun(t, ws, nil, "run", "--json", "--agent", "command", "--agent-bin", "true", "--sandbox", "local")
+	if bytes.Contains(r.stderr, []byte("settings from")) {
+		t.Errorf("JSON mode's stderr must hold events only:\n%s", r.stderr)
+	}
+}

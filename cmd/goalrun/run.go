@@ -49,6 +49,11 @@ func runCmd(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	}
 	if !cfg.json { // in JSON mode stderr carries nothing but events
 		eng.warn = stderr
+		if cfg.configFile != "" && len(cfg.fileKeys) > 0 {
+			// Say where settings came from: a .goalrun.yml found in the
+			// workdir may not be the user's own (an agent can write one).
+			fmt.Fprintf(stderr, "goalrun: settings from %s: %s\n", cfg.configFile, strings.Join(cfg.fileKeys, ", "))
+		}
 	}
 	doc, code := execute(ctx, cfg, eng, sink)
 	if cfg.json {
