@@ -35,17 +35,12 @@ const (
 	// maxPromptFileBytes bounds --prompt-file: 1 MiB is far more than any
 	// task and keeps a wrong path (a binary, a log) from becoming a prompt.
 	maxPromptFileBytes = 1 << 20
-	// maxTaskBytes bounds the task (--prompt, --prompt-file, positional
-	// words, the action's prompt or a /goalrun comment): 65536 bytes. Agent
-	// CLIs take the whole prompt (task, check command, check output tail)
-	// as one command-line argument (claude -p, codex exec) and the command
-	// agent also in GOALRUN_PROMPT, and Linux refuses any single argument
-	// or environment string over 131072 bytes (MAX_ARG_STRLEN, 32 pages:
-	// execve(2), "Limits on size of arguments and environment").
-	maxTaskBytes = 64 << 10
-	// maxGoalBytes bounds --until and --infer-until: 32768 bytes, so a
-	// prompt quoting the check (plus goal.PromptTailBytes of its output)
-	// stays under MAX_ARG_STRLEN with the largest task.
+	// maxGoalBytes bounds --until and --infer-until: 32768 bytes. The check
+	// runs as sh -c CMD, one command-line argument, and Linux refuses any
+	// single argument or environment string over 131072 bytes
+	// (MAX_ARG_STRLEN, 32 pages: execve(2), "Limits on size of arguments
+	// and environment"); a long check belongs in a script. (Prompts of any
+	// length reach agents: over agent.MaxArgPrompt they go on stdin.)
 	maxGoalBytes = 32 << 10
 	// maxConfigFileBytes bounds the YAML config file.
 	maxConfigFileBytes = 1 << 20
@@ -685,16 +680,13 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 	if i := strings.IndexByte(cfg.task, 0); i >= 0 {
 		return badInput("the task has a NUL byte at byte %d (a binary file as --prompt-file?); agents take text", i)
 	}
-	if n := len(cfg.task); n > maxTaskBytes {
-		return badInput("the task is %d bytes; at most %d: agent CLIs take it as one command-line argument, which Linux caps at 131072 bytes; shorten it, or put the details in a file in the workspace and name that file in the task", n, maxTaskBytes)
-	}
 	for _, n := range []string{"until", "infer-until"} {
 		v := cfg.until
 		if n == "infer-until" {
 			v = cfg.inferUntil
 		}
 		if len(v) > maxGoalBytes {
-			return badInput("%s is %d bytes; at most %d: it is quoted in every agent prompt, one command-line argument that Linux caps at 131072 bytes; put a long check in a script in the workspace and run that", src(n), len(v), maxGoalBytes)
+			return badInput("%s is %d bytes; at most %d: the check runs as sh -c with it as one command-line argument, which Linux caps at 131072 bytes; put a long check in a script in the workspace and run that", src(n), len(v), maxGoalBytes)
 		}
 	}
 

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -389,7 +390,6 @@ func TestStartupErrors(t *testing.T) {
 		{"config file names an absolute prompt file", "until: x\nprompt-file: /proc/self/environ\n", nil, 2, report.ErrBadInput, []string{".goalrun.yml line 2: prompt-file", "/proc/self/environ", "absolute path", "--prompt-file flag"}},
 		{"config file path climbs out", "until: x\noutput: ../../victim.json\n", nil, 2, report.ErrBadInput, []string{".goalrun.yml line 2: output", "leaves the config file's folder"}},
 		{"config and no-config", "", []string{"--until", "true", "--config", "a.yml", "--no-config"}, 2, report.ErrBadInput, []string{"--no-config"}},
-		{"task over 64 KiB", "", []string{"--until", "true", "--prompt", strings.Repeat("界", 25_000)}, 2, report.ErrBadInput, []string{"task is 75000 bytes", "at most 65536", "131072"}},
 		{"check over 32 KiB", "", []string{"--until", "true " + strings.Repeat("x", 40_000)}, 2, report.ErrBadInput, []string{"--until is 40005 bytes", "at most 32768", "script"}},
 		{"goal text over 32 KiB", "", []string{"--infer-until", strings.Repeat("x", 40_000)}, 2, report.ErrBadInput, []string{"--infer-until is 40000 bytes"}},
 	}
@@ -923,5 +923,30 @@ func TestConfigFileNamedInHumanOutput(t *testing.T) {
 	r = goalrun(t, ws, nil, "run", "--json", "--agent", "command", "--agent-bin", "true", "--sandbox", "local")
 	if bytes.Contains(r.stderr, []byte("settings from")) {
 		t.Errorf("JSON mode's stderr must hold events only:\n%s", r.stderr)
+	}
+}
+
+// TestHugeTaskReachesCommandAgent: a task longer than the kernel's
+// 131072-byte limit for one argument or environment string (a long
+// --prompt-file, a long /goalrun comment) reaches the command agent whole
+// on stdin; the run does not fail to start the agent.
+func TestHugeTaskReachesCommandAgent(t *testing.T) {
+	ws := t.TempDir()
+	task := strings.Repeat("界", 70_000) // 210000 bytes
+	if err := os.WriteFile(filepath.Join(ws, "task.md"), []byte(task), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--no-config", "--prompt-file", "task.md",
+		"--agent", "command", "--agent-bin", `wc -c > got.txt; printf %s "$GOALRUN_PROMPT" | wc -c > env.txt`, "--until", "test -s got.txt", "--max-iterations", "1")
+	if r.code != exitMet {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	got, _ := os.ReadFile(filepath.Join(ws, "got.txt"))
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(got))); n < len(task) {
+		t.Errorf("the agent read %d bytes on stdin, want the whole task (%d) and more", n, len(task))
+	}
+	env, _ := os.ReadFile(filepath.Join(ws, "env.txt"))
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(env))); n == 0 || n > 131072 {
+		t.Errorf("GOALRUN_PROMPT held %d bytes", n)
 	}
 }

@@ -12,7 +12,10 @@ const CommandName = "command"
 
 // Environment variables a command agent receives each turn.
 const (
-	// PromptEnv carries the turn's prompt (the same text is on stdin).
+	// PromptEnv carries the turn's prompt (the same text is on stdin); a
+	// prompt over MaxArgPrompt is cut there to MaxArgPrompt bytes with
+	// report.Cap's marker (Linux refuses an environment string over 131072
+	// bytes, MAX_ARG_STRLEN), and only stdin has it whole.
 	PromptEnv = "GOALRUN_PROMPT"
 	// IterationEnv carries the 1-based loop iteration.
 	IterationEnv = "GOALRUN_ITERATION"
@@ -44,12 +47,13 @@ var _ Adapter = Command{}
 // Name returns "command".
 func (Command) Name() string { return CommandName }
 
-// Command returns sh -c CMD with the prompt in GOALRUN_PROMPT and on stdin.
+// Command returns sh -c CMD with the prompt on stdin and in GOALRUN_PROMPT
+// (cut at MaxArgPrompt there; see PromptEnv).
 func (c Command) Command(t Turn) Invocation {
 	bin := c.bin(t)
 	args := append([]string{"sh", "-c", bin, "goalrun-agent"}, t.ExtraArgs...)
 	env := map[string]string{
-		PromptEnv:    t.Prompt,
+		PromptEnv:    report.Cap(t.Prompt, MaxArgPrompt),
 		IterationEnv: strconv.Itoa(t.Iteration),
 	}
 	if t.Model != "" {

@@ -128,3 +128,18 @@ func TestCommandParserKeepsTheEndOfHugeOutput(t *testing.T) {
 		t.Errorf("capped summary %d bytes", len(capped))
 	}
 }
+
+// A prompt over MaxArgPrompt reaches a command agent whole on stdin; the
+// environment variable, which the kernel caps at 131072 bytes, holds its
+// start with report.Cap's marker.
+func TestCommandHugePrompt(t *testing.T) {
+	prompt := strings.Repeat("界", 70_000) // 210000 bytes
+	inv := agent.Command{Bin: "cat"}.Command(agent.Turn{Prompt: prompt, Iteration: 1})
+	if inv.Stdin != prompt {
+		t.Errorf("stdin holds %d bytes, want the whole %d", len(inv.Stdin), len(prompt))
+	}
+	env := inv.Env[agent.PromptEnv]
+	if len(env) > agent.MaxArgPrompt+200 || !strings.HasPrefix(prompt, strings.SplitN(env, "…[truncated", 2)[0]) || !strings.Contains(env, "of 210000 bytes shown") {
+		t.Errorf("GOALRUN_PROMPT is %d bytes (%q…): want the first %d bytes and a marker", len(env), env[:min(40, len(env))], agent.MaxArgPrompt)
+	}
+}
