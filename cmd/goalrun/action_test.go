@@ -479,14 +479,14 @@ func TestActionNightlyFixPR(t *testing.T) {
 		t.Fatalf("pulls = %+v, urls %v: want one pull request, opened then updated", pulls, urls)
 	}
 	p := pulls[0]
-	if p.Head != "goalrun/goalrun-calc" || p.Base != "main" || p.Edits != 1 || !strings.Contains(p.Body, "goal met") {
+	if p.Head != "goalrun/"+ghsink.Slug("goalrun (calc)") || p.Base != "main" || p.Edits != 1 || !strings.Contains(p.Body, "goal met") {
 		t.Errorf("pull = %+v", p)
 	}
-	files := srv.Files(srv.Ref("heads/goalrun/goalrun-calc"))
+	files := srv.Files(srv.Ref("heads/goalrun/" + ghsink.Slug("goalrun (calc)")))
 	if got := string(files["calc.go"].Content); !strings.Contains(got, "for i := 0; i < len(xs); i++") || strings.Contains(got, "len(xs)-1") {
 		t.Errorf("committed calc.go is not the fix:\n%s", got)
 	}
-	if parents := srv.CommitParents(srv.Ref("heads/goalrun/goalrun-calc")); len(parents) != 1 || parents[0] != base {
+	if parents := srv.CommitParents(srv.Ref("heads/goalrun/" + ghsink.Slug("goalrun (calc)"))); len(parents) != 1 || parents[0] != base {
 		t.Errorf("fix commit parents %v, want [%s]", parents, base)
 	}
 }

@@ -85,10 +85,15 @@ func Identity(ctx context.Context, client *gh.Client, appSlug string, retry Retr
 var _ Publisher = (*Comment)(nil)
 
 // Marker is the hidden HTML comment that identifies goalrun's sticky
-// comment for key.
+// comment for key. The key is escaped injectively ("%" as %25, ">" as %3E,
+// line breaks as %0A and %0D), so it cannot end the comment early and two
+// keys never share a marker ("goalrun-->" is not "goalrun").
 func Marker(key string) string {
-	return "<!-- goalrun:sticky:" + strings.NewReplacer("-->", "", "\n", " ").Replace(key) + " -->"
+	return "<!-- goalrun:sticky:" + markerEscaper.Replace(key) + " -->"
 }
+
+// markerEscaper is Marker's escaping.
+var markerEscaper = strings.NewReplacer("%", "%25", ">", "%3E", "\n", "%0A", "\r", "%0D")
 
 // Publish posts the document's markdown rendering.
 func (c *Comment) Publish(ctx context.Context, doc report.Document) error {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -94,8 +95,22 @@ type FixPR struct {
 var _ Publisher = (*FixPR)(nil)
 
 // Slug turns s into a branch-name component: lower case ASCII letters,
-// digits and single hyphens, at most 60 bytes; "fix" when nothing is left.
+// digits and single hyphens, at most 60 bytes, then — when that lost
+// anything of s (case, other characters, length) — a hyphen and the first 8
+// hex digits of s's SHA-256, so two names never share a slug ("Tests" and
+// "tests", two matrix names equal in their first 60 bytes, names in other
+// scripts); "fix" stands for an empty result. At most 69 bytes.
 func Slug(s string) string {
+	out := slugText(s)
+	if out == s {
+		return out
+	}
+	sum := sha256.Sum256([]byte(s))
+	return out + "-" + hex.EncodeToString(sum[:4])
+}
+
+// slugText is Slug without the hash.
+func slugText(s string) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(s) {

@@ -2,6 +2,8 @@ package github
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,10 +92,10 @@ func TestFixPRTwiceOpensOneAndUpdatesIt(t *testing.T) {
 	if !p.Created || p.Number == 0 || p.URL == "" || p.Skipped != "" {
 		t.Fatalf("first run: %+v", p)
 	}
-	if p.Branch != "goalrun/goalrun-calc" {
+	if p.Branch != "goalrun/"+Slug("goalrun (calc)") {
 		t.Errorf("branch = %q", p.Branch)
 	}
-	head := s.Ref("heads/goalrun/goalrun-calc")
+	head := s.Ref("heads/" + p.Branch)
 	files := s.Files(head)
 	if got := string(files["calc/sum.go"].Content); !strings.Contains(got, "return a + b }") {
 		t.Errorf("calc/sum.go = %q", got)
@@ -125,7 +127,7 @@ func TestFixPRTwiceOpensOneAndUpdatesIt(t *testing.T) {
 		t.Errorf("Unreadable = %v", p.Unreadable)
 	}
 	pulls := s.Pulls()
-	if len(pulls) != 1 || pulls[0].Head != "goalrun/goalrun-calc" || pulls[0].Base != "main" {
+	if len(pulls) != 1 || pulls[0].Head != "goalrun/"+Slug("goalrun (calc)") || pulls[0].Base != "main" {
 		t.Fatalf("pulls = %+v", pulls)
 	}
 	if b := pulls[0].Body; !strings.Contains(b, "REPORT success") || !strings.Contains(b, "pushes (a `GITHUB_TOKEN` cannot, and should not): .github/workflows/ci.yml.") {
@@ -144,7 +146,7 @@ func TestFixPRTwiceOpensOneAndUpdatesIt(t *testing.T) {
 	if pulls := s.Pulls(); len(pulls) != 1 || pulls[0].Edits != 1 {
 		t.Errorf("pulls after the second run = %+v", pulls)
 	}
-	head2 := s.Ref("heads/goalrun/goalrun-calc")
+	head2 := s.Ref("heads/goalrun/" + Slug("goalrun (calc)"))
 	if head2 == head || !strings.Contains(string(s.Files(head2)["calc/sum.go"].Content), "// Sum adds.") {
 		t.Errorf("branch not moved to the new fix")
 	}
@@ -195,7 +197,7 @@ func TestFixPRSkips(t *testing.T) {
 	if n := len(s.Pulls()); n != 0 {
 		t.Errorf("%d pull requests opened", n)
 	}
-	if s.Ref("heads/goalrun/goalrun-calc") != "" {
+	if s.Ref("heads/goalrun/"+Slug("goalrun (calc)")) != "" {
 		t.Error("a branch was pushed")
 	}
 }
@@ -214,15 +216,51 @@ func TestFixPRForbidden(t *testing.T) {
 
 func TestSlug(t *testing.T) {
 	for in, want := range map[string]string{
-		"goalrun (calc)":         "goalrun-calc",
-		"Nightly: web/API ✓":     "nightly-web-api",
-		"---":                    "fix",
-		"":                       "fix",
-		strings.Repeat("a", 100): strings.Repeat("a", 60),
+		"calc":                   "calc",
+		"goalrun-calc":           "goalrun-calc",
+		"goalrun (calc)":         "goalrun-calc-" + hash8("goalrun (calc)"),
+		"Nightly: web/API ✓":     "nightly-web-api-" + hash8("Nightly: web/API ✓"),
+		"---":                    "fix-" + hash8("---"),
+		"":                       "fix-" + hash8(""),
+		strings.Repeat("a", 100): strings.Repeat("a", 60) + "-" + hash8(strings.Repeat("a", 100)),
 	} {
 		if got := Slug(in); got != want {
 			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
 		}
+	}
+	// Names that lose different things never share a slug.
+	seen := map[string]string{}
+	for _, in := range []string{"Tests", "tests", "テスト", "检查", "fix", strings.Repeat("x", 60) + " node 18", strings.Repeat("x", 60) + " node 20"} {
+		s := Slug(in)
+		if prev, dup := seen[s]; dup {
+			t.Errorf("Slug(%q) = Slug(%q) = %q", in, prev, s)
+		}
+		seen[s] = in
+		if len(s) > 69 {
+			t.Errorf("Slug(%q) is %d bytes", in, len(s))
+		}
+	}
+}
+
+func hash8(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:4])
+}
+
+func TestMarkerIsInjective(t *testing.T) {
+	seen := map[string]string{}
+	for _, k := range []string{"goalrun", "goalrun-->", "goalrun%3E", "goalrun>", "a\nb", "a b", "a%0Ab", "goalrun (calc)"} {
+		m := Marker(k)
+		if prev, dup := seen[m]; dup {
+			t.Errorf("Marker(%q) = Marker(%q) = %q", k, prev, m)
+		}
+		seen[m] = k
+		if strings.Count(m, "-->") != 1 || !strings.HasSuffix(m, " -->") || strings.ContainsAny(m, "\r\n") {
+			t.Errorf("Marker(%q) = %q: the key must not end the comment or break the line", k, m)
+		}
+	}
+	if Marker("goalrun (calc)") != "<!-- goalrun:sticky:goalrun (calc) -->" {
+		t.Errorf("a plain key is kept as it is: %q", Marker("goalrun (calc)"))
 	}
 }
 
