@@ -50,22 +50,7 @@ func (s *StepSummary) Publish(ctx context.Context, doc report.Document) error {
 	}
 	b.WriteString(md(doc))
 	b.WriteString("\n")
-	f, err := os.OpenFile(s.Path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("could not open the job summary %s: %w", s.Path, err)
-	}
-	defer f.Close()
-	room := StepSummaryBytes
-	if fi, err := f.Stat(); err == nil {
-		room -= int(fi.Size())
-	}
-	if room <= 0 {
-		return fmt.Errorf("the job summary %s already holds %d bytes or more: the report was not added", s.Path, StepSummaryBytes)
-	}
-	if _, err := f.WriteString(fit(b.String(), room)); err != nil {
-		return fmt.Errorf("could not write the job summary %s: %w", s.Path, err)
-	}
-	return f.Close()
+	return s.appendFitted("report", b.String())
 }
 
 // Notice appends one escaped note (a GitHub "[!NOTE]" alert) to the job
@@ -76,6 +61,13 @@ func (s *StepSummary) Notice(text string) error {
 	if s.Path == "" {
 		return fmt.Errorf("GITHUB_STEP_SUMMARY is not set: no job summary written")
 	}
+	return s.appendFitted("note", "> [!NOTE]\n> "+report.MarkdownText(text)+"\n\n")
+}
+
+// appendFitted appends markdown to the job summary file, cut (fit) to the
+// room left under StepSummaryBytes; what names it in the error when there
+// is no room ("report", "note").
+func (s *StepSummary) appendFitted(what, markdown string) error {
 	f, err := os.OpenFile(s.Path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("could not open the job summary %s: %w", s.Path, err)
@@ -86,9 +78,9 @@ func (s *StepSummary) Notice(text string) error {
 		room -= int(fi.Size())
 	}
 	if room <= 0 {
-		return fmt.Errorf("the job summary %s already holds %d bytes or more: the note was not added", s.Path, StepSummaryBytes)
+		return fmt.Errorf("the job summary %s already holds %d bytes or more: the %s was not added", s.Path, StepSummaryBytes, what)
 	}
-	if _, err := f.WriteString(fit("> [!NOTE]\n> "+report.MarkdownText(text)+"\n\n", room)); err != nil {
+	if _, err := f.WriteString(fit(markdown, room)); err != nil {
 		return fmt.Errorf("could not write the job summary %s: %w", s.Path, err)
 	}
 	return f.Close()
