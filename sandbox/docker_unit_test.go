@@ -84,18 +84,7 @@ func TestApplyTarFolderNamedLikeTheRoot(t *testing.T) {
 		entry{name: "./workspace/important.txt", typ: tar.TypeReg, body: "keep\n"},
 		entry{name: "./hl", typ: tar.TypeLink, link: "./a.txt"},
 	)
-	root, err := os.OpenRoot(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	seen, err := applyTar(root, tr, nil)
-	if err != nil {
-		t.Fatalf("applyTar: %v", err)
-	}
-	if err := removeUnseen(root, seen, nil); err != nil {
-		t.Fatalf("removeUnseen: %v", err)
-	}
+	copyOutTar(t, ws, tr)
 	for rel, want := range map[string]string{"a.txt": "good\n", "workspace/a.txt": "evil\n", "workspace/important.txt": "keep\n", "important.txt": "", "hl": "good\n"} {
 		b, err := os.ReadFile(filepath.Join(ws, rel))
 		if want == "" {
@@ -107,6 +96,24 @@ func TestApplyTarFolderNamedLikeTheRoot(t *testing.T) {
 		if string(b) != want {
 			t.Errorf("%s = %q, %v; want %q", rel, b, err, want)
 		}
+	}
+}
+
+// copyOutTar applies tr to the workspace ws as copyOut does (applyTar, then
+// removeUnseen), failing the test on an error.
+func copyOutTar(t *testing.T, ws string, tr *tar.Reader) {
+	t.Helper()
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	seen, err := applyTar(root, tr, nil)
+	if err != nil {
+		t.Fatalf("applyTar: %v", err)
+	}
+	if err := removeUnseen(root, seen, nil); err != nil {
+		t.Fatalf("removeUnseen: %v", err)
 	}
 }
 
@@ -862,18 +869,7 @@ func TestApplyTarTouchesOnlyChanges(t *testing.T) {
 		entry{name: "./ro/f", typ: tar.TypeReg, body: "f", mode: 0o444},
 		entry{name: "./linked.key", typ: tar.TypeReg, body: "secret", mode: 0o666},
 	)
-	root, err := os.OpenRoot(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	seen, err := applyTar(root, tr, nil)
-	if err != nil {
-		t.Fatalf("applyTar: %v", err)
-	}
-	if err := removeUnseen(root, seen, nil); err != nil {
-		t.Fatalf("removeUnseen: %v", err)
-	}
+	copyOutTar(t, ws, tr)
 	if st, err := os.Stat(filepath.Join(ws, "big.bin")); err != nil || !os.SameFile(st, bigInfo) {
 		t.Errorf("an untouched 6 MiB file was rewritten (%v)", err)
 	}
