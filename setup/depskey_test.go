@@ -1,0 +1,104 @@
+package setup
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestDepsKey: the kept deps volume's key follows the module graph and the
+// steps, not the sources; steps that may write into the tree, a truncated
+// walk or a go.sum that is a link keep the deps per run ("").
+func TestDepsKey(t *testing.T) {
+	base := map[string]string{
+		"go.mod":      "module example.test/a\n\ngo 1.22\n\nrequire github.com/google/uuid v1.6.0\n",
+		"go.sum":      "github.com/google/uuid v1.6.0 h1:x=\n",
+		"a.go":        "package a\n",
+		"sub/go.mod":  "module example.test/a/sub\n",
+		"sub/main.go": "package main\n",
+	}
+	key := func(t *testing.T, files map[string]string, edit func(dir string), extra ...string) (string, []Step) {
+		t.Helper()
+		dir := t.TempDir()
+		for name, body := range files {
+			p := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if edit != nil {
+			edit(dir)
+		}
+		p, err := Detect(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return DepsKey(dir, p, p.Steps(), extra...), p.Steps()
+	}
+	want, _ := key(t, base, nil, "go1.26")
+	if len(want) != 64 {
+		t.Fatalf("key %q", want)
+	}
+	write := func(name, body string) func(string) {
+		return func(dir string) {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(string)
+		extra string
+		same  bool
+		empty bool
+	}{
+		{name: "a source file changed", edit: write("a.go", "package a\n\nfunc F() {}\n"), same: true},
+		{name: "a new source file", edit: write("b.go", "package a\n"), same: true},
+		{name: "go.sum changed", edit: write("go.sum", "github.com/google/uuid v1.6.0 h1:y=\n")},
+		{name: "a nested module's go.mod changed", edit: write("sub/go.mod", "module example.test/a/sub\n\nrequire x.test/y v1.0.0\n")},
+		{name: "a nested module's go.sum appeared", edit: write("sub/go.sum", "x.test/y v1.0.0 h1:z=\n")},
+		{name: "go.work appeared", edit: write("go.work", "go 1.22\n\nuse .\n")},
+		{name: "another toolchain", extra: "go1.27"},
+		{name: "go.sum is a link", edit: func(dir string) {
+			os.Remove(filepath.Join(dir, "go.sum"))
+			if err := os.Symlink("/etc/hostname", filepath.Join(dir, "go.sum")); err != nil {
+				t.Fatal(err)
+			}
+		}, empty: true},
+		{name: "npm ci may write the tree", edit: func(dir string) {
+			write("package.json", "{}")(dir)
+			write("package-lock.json", "{}")(dir)
+		}, empty: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			extra := "go1.26"
+			if tc.extra != "" {
+				extra = tc.extra
+			}
+			got, _ := key(t, base, tc.edit, extra)
+			switch {
+			case tc.empty && got != "":
+				t.Errorf("key %q, want none (per-run deps)", got)
+			case !tc.empty && tc.same && got != want:
+				t.Errorf("key changed: %q, want %q", got, want)
+			case !tc.empty && !tc.same && (got == want || got == ""):
+				t.Errorf("key %q did not change", got)
+			}
+		})
+	}
+	t.Run("a --setup command", func(t *testing.T) {
+		_, steps := key(t, base, nil)
+		dir := t.TempDir()
+		p := Project{GoModules: []string{"."}}
+		if got := DepsKey(dir, p, append(steps, Step{Command: "go mod download"})); got != "" {
+			t.Errorf("key %q with a step the user gave", got)
+		}
+		if got := DepsKey(dir, p, nil); got != "" {
+			t.Errorf("key %q without steps", got)
+		}
+	})
+}
