@@ -33,6 +33,11 @@ const (
 	// DockerHome is HOME inside the sandbox (a noexec tmpfs) unless
 	// Config.Env sets HOME.
 	DockerHome = "/home/goalrun"
+	// MountRoot holds goalrun's own read-only additions to the sandbox:
+	// the warm Go build cache (GoCacheTarget), agent executables from the
+	// host (MountRoot/bin). It lies outside every host system folder
+	// HostTools mounts, so the Engine can make mount points in it.
+	MountRoot = "/goalrun"
 	// relayPath is where the goalrun binary (the relay) is mounted.
 	relayPath = "/.goalrun/goalrun"
 	// relayDir holds relayPath when the binary is copied into a volume.
@@ -44,7 +49,8 @@ const (
 	stepPidDir = "/run"
 )
 
-// Defaults of Config's resource limits for Docker (sandbox.md, "Defaults").
+// Defaults of Config's resource limits for Docker (docs/security.md,
+// "Defaults of every container").
 const (
 	DefaultMemoryBytes = 4 << 30
 	DefaultPidsLimit   = 512
@@ -87,18 +93,14 @@ const expiryGrace = 10 * time.Minute
 // anyway.
 const UnknownLifetime = 24 * time.Hour
 
-// relayUser is the user of the agent container's main process (the
-// relay). When goalrun runs as root it is nobody (65534), another user than
-// the steps', so an agent cannot kill the relay (it has no CAP_KILL); the
-// proxy sockets are given to that user alone. Otherwise it is goalrun's own
-// uid:gid, the only user (besides root) that can connect to sockets in a
-// 0700 folder goalrun owns: no other local user can borrow the proxy and its
-// key injection.
-func relayUser() string {
-	if os.Getuid() == 0 {
-		return "65534:65534"
-	}
-	return strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+// relayUser is the user of the agent container's main process (the relay,
+// or the idle shell without one): the run's own relay identity
+// (pickRelayUID), a uid nobody else uses and never the steps' — whether
+// goalrun runs as root or not — so an agent can neither kill nor stop it
+// (no CAP_KILL), and the egress proxy accepts connections from that uid
+// alone (see shareSockets and peerListener).
+func (d *Docker) relayUser() string {
+	return strconv.Itoa(d.relayUID) + ":" + strconv.Itoa(d.relayUID)
 }
 
 // Relay ports inside the agent container in egress mode: the forward proxy,
@@ -146,9 +148,9 @@ func (d *Docker) containerLifetime() time.Duration {
 // Docker is the sandbox that runs steps in hardened containers on a Docker
 // Engine: one long-lived agent container per run (steps are execs in it) and
 // a fresh, network-less, secret-less container per check step. See
-// sandbox.md for the policy and StartDocker for how it is applied.
+// docs/security.md for the policy and StartDocker for how it is applied.
 //
-// Where it deviates from or adds to sandbox.md, and why:
+// Where it adds to the defaults of docs/security.md, and why:
 //   - Steps need a POSIX sh in the image (only the relay needs nothing but a
 //     kernel): the Engine cannot signal an exec's processes, so each step
 //     starts through a tiny sh wrapper that records its process group for
@@ -159,8 +161,10 @@ func (d *Docker) containerLifetime() time.Duration {
 //     in bind mode.
 //   - A workspace owned by root is copied in auto mode: the sandbox user is
 //     never root implicitly, and could not write a root-owned bind mount.
-//   - The relay runs as another user than the steps (relayUser), so an agent
-//     cannot kill it; the proxy sockets are given to that user alone.
+//   - The relay runs as a uid of its own (relayUser: reserved per run, never
+//     the steps'), so an agent cannot kill or stop it; the proxy sockets
+//     are given to that uid alone and the proxy checks every connection's
+//     peer (SO_PEERCRED) is that uid.
 //   - Containers use the "none" log driver: a step printing gigabytes
 //     streams to goalrun and never fills the Engine's disk.
 //   - Copy mode prepares its volume with a throwaway container that holds
@@ -183,6 +187,7 @@ type Docker struct {
 	view       engineView
 	wsMode     WorkspaceMode
 	wsVolume   string // copy mode: the workspace volume
+	wsPath     string // copy mode: the workspace volume's folder on the Engine's host
 	wsSource   string // bind mode: mountSrc as the Engine's host sees it
 	mountSrc   string // what is mounted at DockerRoot: the workspace, or the git repository root above it
 	root       string // the workspace inside the sandbox: DockerRoot, or below it when mountSrc is wider
@@ -197,14 +202,20 @@ type Docker struct {
 	expires    string // LabelExpires
 	secrets    []string
 	egress     *dockerEgress // nil unless NetworkEgress
+	relayUID   int           // the main process's (the relay's) uid and gid (relayUser)
 	postureFix Posture       // inspected once at start
+	depsVolume string        // Config.Setup: the deps volume
+	depsKey    string        // Config.Setup.Key: the kept deps volume's key (keptDepsKey)
+	setup      *dockerSetup  // Config.Setup: the setup container
+	relayMount mount.Mount   // the relay binary as the agent container mounts it
 
 	mu        sync.Mutex
 	closed    bool
 	closing   chan struct{} // closed by Close: running steps stop
 	steps     sync.WaitGroup
 	agentBusy int  // agent steps running
-	agentDead bool // the agent container was killed; restart before the next agent step
+	agentDead bool // the agent container is not running (not started yet, or killed); start it before the next agent step
+	agentRan  bool // the agent container was started at least once
 	paused    bool // a check is freezing, or froze, the agent container
 	frozen    bool // the agent container is frozen and stays so until thaw (the next agent step)
 	stepSeq   int
@@ -212,6 +223,19 @@ type Docker struct {
 	removals  sync.WaitGroup      // background removals of finished check containers
 	created   createdSet
 	copyOutMu sync.Mutex
+
+	// views hands out the check steps' views of the workspace
+	// (docker_view.go); nil until start prepares them.
+	views *views
+	// gitEntries are the .git folders and files the workspace held at
+	// start, gitConfigs the sanitized copies of their configs that carry
+	// credentials (bind mode; docker_git.go).
+	gitEntries []gitEntry
+	// ownedFiles are goalrun's own files (Config.HostOwned) that exist as
+	// regular files in the bind-mounted folder at start, as slash paths
+	// relative to it: mounted read-only in the agent container.
+	ownedFiles []string
+	gitConfigs []gitConfig
 
 	// specialKeep holds the files and folders (by fileKey) that had a
 	// setuid or setgid bit before the agent ran (bind mode); the sweep
@@ -238,6 +262,23 @@ type dockerOptions struct {
 	lookupEnv    func(string) (string, bool)
 	hostname     string
 	now          func() time.Time
+	info         *system.Info
+	facts        EngineFacts
+}
+
+// WithEngineFacts lets StartDocker use (and keep) remembered answers about
+// the Engine instead of probing it on every run (EngineFacts); without it
+// every run probes.
+func WithEngineFacts(f EngineFacts) DockerOption {
+	return func(o *dockerOptions) { o.facts = f }
+}
+
+// WithEngineInfo gives StartDocker the Engine's Info that the caller read
+// from the same client moments before (after a successful Ping), so the
+// start does not ask again: one round trip fewer on the way to the first
+// check.
+func WithEngineInfo(info system.Info) DockerOption {
+	return func(o *dockerOptions) { o.info = &info }
 }
 
 // WithEgressConfig lets a caller adjust the egress proxy's configuration
@@ -254,10 +295,11 @@ func WithDockerHostEnv(lookup func(string) (string, bool)) DockerOption {
 	return func(o *dockerOptions) { o.lookupEnv = lookup }
 }
 
-// StartDocker starts the run's agent container on the Engine behind cli and
-// returns the sandbox; the caller must Close it on every exit path.
+// StartDocker prepares the run's agent container on the Engine behind cli
+// (created, started by the first agent step) and returns the sandbox; the
+// caller must Close it on every exit path.
 //
-// It applies every default of sandbox.md: cap-drop ALL, no-new-privileges,
+// It applies every default of docs/security.md: cap-drop ALL, no-new-privileges,
 // the Engine's default seccomp profile, a read-only root with tmpfs /tmp
 // (exec), HOME (noexec) and /run, a non-root numeric user (Config.User, else
 // the workspace owner; root is never chosen implicitly), pids/memory (no
@@ -290,6 +332,7 @@ func WithDockerHostEnv(lookup func(string) (string, bool)) DockerOption {
 // failed and what to do; an error wrapping ErrDangerousMount means a mount
 // was refused. On error, everything created so far is removed.
 func StartDocker(ctx context.Context, cli DockerAPI, cfg Config, options ...DockerOption) (*Docker, error) {
+	cli = bounded(cli) // no Engine call can hang the run (engine_guard.go)
 	opts := dockerOptions{lookupEnv: os.LookupEnv, now: time.Now}
 	for _, o := range options {
 		o(&opts)
@@ -315,7 +358,7 @@ func StartDocker(ctx context.Context, cli DockerAPI, cfg Config, options ...Dock
 	}
 	d.expires = strconv.FormatInt(opts.now().Add(lifetime+expiryGrace).Unix(), 10)
 	if err := d.start(ctx); err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+		cctx, cancel := bg(ctx)
 		defer cancel()
 		if cerr := d.Close(cctx); cerr != nil {
 			err = fmt.Errorf("%w (cleaning up also failed: %v)", err, cerr)
@@ -349,17 +392,25 @@ func (d *Docker) start(ctx context.Context) error {
 	d.cfg.Workspace = ws
 	d.mountSrc, d.root = ws, DockerRoot
 
-	if _, err := d.cli.Ping(ctx); err != nil {
-		return fmt.Errorf("sandbox: docker: no Docker Engine answers at %s: %w; start the Engine or choose --sandbox local", d.cli.DaemonHost(), err)
+	if d.opts.info != nil {
+		d.info = *d.opts.info
+	} else {
+		if _, err := d.cli.Ping(ctx); err != nil {
+			return fmt.Errorf("sandbox: docker: no Docker Engine answers at %s: %w; start the Engine or choose --sandbox local", d.cli.DaemonHost(), err)
+		}
+		info, err := d.cli.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("sandbox: docker: reading the Engine's info at %s: %w", d.cli.DaemonHost(), err)
+		}
+		d.info = info
 	}
-	info, err := d.cli.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("sandbox: docker: reading the Engine's info at %s: %w", d.cli.DaemonHost(), err)
-	}
-	d.info = info
+	info := d.info
 
 	home, _ := d.opts.lookupEnv("HOME")
 	policy := newMountPolicy(home, d.opts.lookupEnv, d.cli.DaemonHost())
+	if r := info.DockerRootDir; r != "" && filepath.IsAbs(r) {
+		policy.addTree(r, "the Docker Engine's data root (docker info: Docker Root Dir)")
+	}
 	if err := policy.check("workspace", ws); err != nil {
 		return err
 	}
@@ -375,15 +426,29 @@ func (d *Docker) start(ctx context.Context) error {
 		}
 	}
 	for i, m := range cfg.Mounts {
-		if err := policy.check(fmt.Sprintf("mount %d (%s)", i+1, m.Target), m.Source); err != nil {
+		if err := policy.check(mountName(i, m), m.Source); err != nil {
 			return err
 		}
+	}
+	for i, m := range cfg.Mounts {
+		what := mountName(i, m)
 		if !path.IsAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {
-			return fmt.Errorf("sandbox: docker: mount %d: target %q must be a clean absolute path other than /", i+1, m.Target)
+			return fmt.Errorf("%w: %s: target %q must be a clean absolute path other than /", ErrMountTarget, what, m.Target)
 		}
-		for _, own := range []string{DockerRoot, "/tmp", "/run", relayDir} {
+		for _, own := range []string{DockerRoot, "/tmp", "/run", relayDir, d.homeTarget()} {
 			if m.Target == own || isUnder(m.Target, own) || isUnder(own, m.Target) {
-				return fmt.Errorf("sandbox: docker: mount %d: target %q would cover or hide %s, which the sandbox itself provides; mount it elsewhere (e.g. /opt/…)", i+1, m.Target, own)
+				return fmt.Errorf("%w: %s: target %q would cover or hide %s, which the sandbox itself provides; mount it elsewhere (e.g. /mnt/…)", ErrMountTarget, what, m.Target, own)
+			}
+		}
+		for j, o := range cfg.Mounts {
+			if j == i {
+				continue
+			}
+			if o.Target == m.Target {
+				return fmt.Errorf("%w: %s and %s both mount at %s; give one another target", ErrMountTarget, what, mountName(j, o), m.Target)
+			}
+			if o.ReadOnly && isUnder(m.Target, o.Target) {
+				return fmt.Errorf("%w: %s: target %q lies inside %s, mounted read-only at %s, where the Engine cannot make its mount point; mount it elsewhere (e.g. /mnt/…)", ErrMountTarget, what, m.Target, mountName(j, o), o.Target)
 			}
 		}
 	}
@@ -412,9 +477,21 @@ func (d *Docker) start(ctx context.Context) error {
 	if err := d.chooseWorkspace(owner); err != nil {
 		return err
 	}
+	if d.wsSource != "" && d.wsSource != d.mountSrc {
+		// The Engine's host names the workspace otherwise (goalrun runs
+		// in a container): its data root is a path on that host.
+		if err := policy.check("workspace on the Engine's host", d.wsSource); err != nil {
+			return err
+		}
+	}
 	if err := d.chooseUser(owner); err != nil {
 		return err
 	}
+	uid, err := pickRelayUID(map[int]bool{d.uid: true, d.gid: true, os.Getuid(): true, os.Getgid(): true})
+	if err != nil {
+		return err
+	}
+	d.relayUID = uid
 	d.home = DockerHome
 	if h := cfg.Env["HOME"]; h != "" {
 		if !path.IsAbs(h) || path.Clean(h) != h || h == "/" || h == DockerRoot || isUnder(h, DockerRoot) || isUnder(DockerRoot, h) {
@@ -423,15 +500,32 @@ func (d *Docker) start(ctx context.Context) error {
 		d.home = h
 	}
 
+	if err := checkAgentFiles(cfg.AgentFiles, d.home); err != nil {
+		return err
+	}
+	if err := agentFilesOverlap(cfg.AgentFiles, cfg.Mounts); err != nil {
+		return err
+	}
+	// No mount may show the workspace whole, nor this run's other private
+	// paths or what the host tools left out (runKeepOuts, HostLeftOut),
+	// as the Engine's host names them.
+	private := policy.withKeepOuts(runKeepOuts(d.opts.lookupEnv, func(p string) (string, bool) { return d.view.hostPath(p, false) }, ws)).withLeftOut(cfg.HostLeftOut)
 	for i, m := range cfg.Mounts {
-		src, ok := d.view.hostPath(m.Source, false)
-		if !ok {
-			return fmt.Errorf("sandbox: docker: mount %d: the Engine at %s cannot see %q (it does not share goalrun's filesystem); copy what the step needs into the image instead", i+1, d.cli.DaemonHost(), m.Source)
-		}
-		if src != m.Source {
-			if err := policy.check(fmt.Sprintf("mount %d (%s) on the Engine's host", i+1, m.Target), src); err != nil {
-				return err
+		src := filepath.Clean(m.Source)
+		if !m.EngineHost {
+			var ok bool
+			src, ok = d.view.hostPath(m.Source, false)
+			if !ok {
+				return fmt.Errorf("sandbox: docker: %s: the Engine at %s cannot see %q (it does not share goalrun's filesystem); copy what the step needs into the image instead", mountName(i, m), d.cli.DaemonHost(), m.Source)
 			}
+			if src != m.Source {
+				if err := policy.check(mountName(i, m)+" on the Engine's host", src); err != nil {
+					return err
+				}
+			}
+		}
+		if err := private.check(mountName(i, m), src); err != nil {
+			return err
 		}
 		d.extraMnts = append(d.extraMnts, mount.Mount{Type: mount.TypeBind, Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
@@ -441,18 +535,34 @@ func (d *Docker) start(ctx context.Context) error {
 	}
 	if d.wsMode == WorkspaceCopy {
 		name := "goalrun-" + cfg.RunID + "-ws"
-		if err := d.createVolume(ctx, name, "workspace"); err != nil {
+		vol, err := d.createVolumeWith(ctx, name, "workspace", nil)
+		if err != nil {
 			return fmt.Errorf("sandbox: docker: creating the workspace volume %s: %w", name, err)
 		}
-		d.wsVolume = name
+		d.wsVolume, d.wsPath = name, vol.Mountpoint
 	}
 	for k := range cfg.ToolEnv {
 		if _, secret := cfg.Secrets[k]; secret || slices.Contains(proxyEnv, k) || k == "HOME" {
 			return fmt.Errorf("sandbox: docker: Config.ToolEnv %s: a secret, a proxy setting or HOME cannot go into every step (check steps get neither)", k)
 		}
 	}
+	if err := d.startSetup(ctx); err != nil {
+		return err
+	}
 	d.buildEnv()
+	if err := d.scanGit(); err != nil {
+		return err
+	}
+	lower := d.wsSource
+	if d.wsMode == WorkspaceCopy {
+		lower = d.wsPath
+	}
+	// The check views are prepared while the agent container starts.
+	d.startViews(ctx, lower, d.gitConfigFiles())
 	if err := d.createAgent(ctx); err != nil {
+		return err
+	}
+	if err := d.viewsReady(ctx); err != nil {
 		return err
 	}
 	return d.readPosture(ctx)
@@ -540,7 +650,7 @@ func (d *Docker) chooseUser(owner fileOwner) error {
 	}
 	if owner.uid == 0 {
 		if d.wsMode == WorkspaceBind {
-			return fmt.Errorf("%w: the workspace %q belongs to root and goalrun never runs a sandbox as root implicitly; give it to a normal user (chown -R 1000:1000 %q), copy it in and out instead (goalrun run --workspace copy or auto) or set the sandbox user (Config.User)", ErrRootWorkspace, d.cfg.Workspace, d.cfg.Workspace)
+			return &RootWorkspaceError{Workspace: d.cfg.Workspace}
 		}
 		d.uid, d.gid = DefaultUID, DefaultGID
 	} else {
@@ -654,9 +764,15 @@ func (d *Docker) buildEnv() {
 			secrets[k] = true
 		}
 	}
+	for k, v := range d.cfg.Setup.CheckEnv {
+		a[k] = v
+	}
 	d.agentEnv = envList(a)
 	c := map[string]string{"HOME": d.home}
 	for k, v := range d.cfg.ToolEnv {
+		c[k] = v
+	}
+	for k, v := range d.cfg.Setup.CheckEnv {
 		c[k] = v
 	}
 	d.checkEnv = envList(c)
@@ -722,11 +838,24 @@ func (d *Docker) workspaceMount() mount.Mount {
 	return mount.Mount{Type: mount.TypeBind, Source: d.wsSource, Target: DockerRoot}
 }
 
-// createAgent creates and starts the agent container; its main process is
-// the relay (or an idle shell), and steps are execs in it.
+// createAgent creates the agent container (started by the first agent
+// step: deferAgentStart); its main process is the relay (or an idle
+// shell), and steps are execs in it.
 func (d *Docker) createAgent(ctx context.Context) error {
 	mounts := []mount.Mount{d.workspaceMount()}
+	if len(d.gitEntries) > 0 || len(d.ownedFiles) > 0 {
+		gitPath, err := d.gitConfigPath(ctx)
+		if err != nil {
+			return err
+		}
+		mounts = append(mounts, d.gitMounts(false, gitPath)...)
+	}
 	mounts = append(mounts, d.extraMnts...)
+	files, err := d.prepareAgentFiles(ctx)
+	if err != nil {
+		return err
+	}
+	mounts = append(mounts, files...)
 	var relayVolume string
 	switch {
 	case d.cfg.RelayBinary != "":
@@ -735,7 +864,8 @@ func (d *Docker) createAgent(ctx context.Context) error {
 			return fmt.Errorf("sandbox: docker: relay binary %q: %w", d.cfg.RelayBinary, err)
 		}
 		if src, ok := d.view.hostPath(bin, false); ok {
-			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: relayPath, ReadOnly: true})
+			d.relayMount = mount.Mount{Type: mount.TypeBind, Source: src, Target: relayPath, ReadOnly: true}
+			mounts = append(mounts, d.relayMount)
 		} else {
 			// The Engine cannot see the binary (goalrun runs in an image,
 			// or the Engine is remote): copy it into a root-owned volume
@@ -745,6 +875,7 @@ func (d *Docker) createAgent(ctx context.Context) error {
 				return fmt.Errorf("sandbox: docker: creating the relay volume: %w", err)
 			}
 			mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: relayVolume, Target: relayDir})
+			d.relayMount = mount.Mount{Type: mount.TypeVolume, Source: relayVolume, Target: relayDir, ReadOnly: true}
 		}
 		d.relayCmd = []string{relayPath, "__relay", "--lifetime", d.containerLifetime().String()}
 		if d.egress != nil {
@@ -759,19 +890,19 @@ func (d *Docker) createAgent(ctx context.Context) error {
 	if d.egress != nil {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: d.egress.hostDir, Target: egressDir, ReadOnly: true})
 	}
+	mounts = append(mounts, d.depsMount(true)...)
 
 	var chowned chan error
-	if d.wsMode == WorkspaceCopy {
+	if d.wsMode == WorkspaceCopy || d.depsVolume != "" && !d.depsReused() {
 		// In parallel with creating the agent container: give the
 		// volume's root folder to the sandbox user.
 		chowned = make(chan error, 1)
 		go func() { chowned <- d.chownVolumeRoot(ctx) }()
 	}
 
-	mainUser := d.user
-	if d.cfg.RelayBinary != "" {
-		mainUser = relayUser()
-	}
+	// The main process (the relay, or the idle shell) keeps the
+	// container's self-ending timer: never the agent's to kill or stop.
+	mainUser := d.relayUser()
 	cfg := &container.Config{
 		Image:      d.imageID,
 		Cmd:        d.relayCmd,
@@ -810,10 +941,12 @@ func (d *Docker) createAgent(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+	} else if chowned != nil {
+		if err := <-chowned; err != nil {
+			return err
+		}
 	}
-	if err := d.startAgent(ctx); err != nil {
-		return err
-	}
+	d.deferAgentStart()
 	if d.wsMode == WorkspaceBind {
 		if err := d.verifyBind(ctx); err != nil {
 			return err
@@ -827,6 +960,18 @@ func (d *Docker) createAgent(ctx context.Context) error {
 	return nil
 }
 
+// deferAgentStart leaves the created agent container stopped until the
+// first agent step needs it (ensureAgent starts it then): a run whose
+// check already passes — the common case on pull requests — never starts
+// it, and check #0 does not wait for it. Everything that needs only the
+// created container (the posture read back from the Engine, the relay
+// and workspace copies, the bind check) is done at start all the same.
+func (d *Docker) deferAgentStart() {
+	d.mu.Lock()
+	d.agentDead = true
+	d.mu.Unlock()
+}
+
 // startAgent starts (or restarts) the agent container and, when the relay
 // is its main process, waits until the relay listens.
 func (d *Docker) startAgent(ctx context.Context) error {
@@ -838,6 +983,9 @@ func (d *Docker) startAgent(ctx context.Context) error {
 		}
 		ready = r
 	}
+	d.mu.Lock()
+	d.agentRan = true // from here on, processes of the agent's may run
+	d.mu.Unlock()
 	if err := d.cli.ContainerStart(ctx, d.agentID, container.StartOptions{}); err != nil {
 		return fmt.Errorf("sandbox: docker: starting the agent container: %w", err)
 	}
@@ -863,8 +1011,15 @@ func (d *Docker) readPosture(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: docker: inspecting the agent container: %w", err)
 	}
+	if d.egress != nil && c.State != nil {
+		d.egress.learnPeer(c.State.Pid, d.relayUID)
+	}
 	p := postureFromInspect(c, d.info)
 	p.ExtraMounts = extraMounts(c.Mounts, d.workspaceMount().Target)
+	p.HostMounts = hostMounts(c.Mounts, d.workspaceMount().Target)
+	for _, l := range d.cfg.HostLeftOut {
+		p.HostLeftOut = append(p.HostLeftOut, l.String())
+	}
 	p.Image = d.image
 	p.ImageDigest = d.digest
 	p.Root = d.root
@@ -873,14 +1028,22 @@ func (d *Docker) readPosture(ctx context.Context) error {
 		p.Mount = &m
 	}
 	p.Workspace = d.wsMode
+	p.CheckView, _ = d.CheckView()
 	// Steps run as d.user (every exec and check container names it); the
 	// agent container's own user is the relay's when there is one.
 	p.User = d.user
 	if d.egress != nil && p.Network == NetworkNone {
 		p.Network = NetworkEgress
 		p.EgressAllowlist = d.egress.proxy.Allowlist()
+		p.EgressOutboundProxy = egress.OutboundString(d.cfg.OutboundProxy)
+	}
+	if d.egress != nil || d.setup != nil {
+		for _, n := range d.cfg.EgressAllowNets {
+			p.EgressAllowNets = append(p.EgressAllowNets, n.String())
+		}
 	}
 	p.SecretsInSandbox = slices.Clone(d.secrets)
+	p.ModelGateway = gatewayOf(d.cfg.Upstreams)
 	if d.cfg.FallbackNotice != "" {
 		n := d.cfg.FallbackNotice
 		p.FallbackNotice = &n
@@ -907,6 +1070,43 @@ func extraMounts(ms []container.MountPoint, wsTarget string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// hostMounts lists the bind mounts of an inspected container other than
+// the workspace's (at wsTarget) by their host path, as
+// "SOURCE:TARGET:ro" or ":rw", sorted.
+func hostMounts(ms []container.MountPoint, wsTarget string) []string {
+	var out []string
+	for _, m := range ms {
+		if m.Destination == wsTarget || m.Type != mount.TypeBind {
+			continue
+		}
+		mode := ":ro"
+		if m.RW {
+			mode = ":rw"
+		}
+		out = append(out, m.Source+":"+m.Destination+mode)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// homeTarget is HOME inside the sandbox (a tmpfs): Config.Env's HOME, else
+// DockerHome.
+func (d *Docker) homeTarget() string {
+	if h := d.cfg.Env["HOME"]; h != "" {
+		return path.Clean(h)
+	}
+	return DockerHome
+}
+
+// mountName names Config.Mounts[i] in errors: its Name, else "mount N
+// (TARGET)".
+func mountName(i int, m Mount) string {
+	if m.Name != "" {
+		return m.Name
+	}
+	return fmt.Sprintf("mount %d (%s)", i+1, m.Target)
 }
 
 // postureFromInspect reads the hardening the Engine applied to c.
@@ -992,9 +1192,14 @@ func securityOpts(opts, engine []string) (noNewPrivs bool, seccomp string) {
 // now. The caller may keep the copy.
 func (d *Docker) Posture() Posture {
 	p := d.postureFix
+	if mode, _ := d.CheckView(); mode != "" {
+		// A view that would not mount changes it after the start.
+		p.CheckView = mode
+	}
 	p.CapDrop = slices.Clone(p.CapDrop)
 	p.SecretsInSandbox = slices.Clone(p.SecretsInSandbox)
 	p.EgressAllowlist = slices.Clone(p.EgressAllowlist)
+	p.EgressAllowNets = slices.Clone(p.EgressAllowNets)
 	if p.FallbackNotice != nil {
 		n := *p.FallbackNotice
 		p.FallbackNotice = &n
@@ -1004,6 +1209,7 @@ func (d *Docker) Posture() Posture {
 		p.EgressAllowed, p.EgressDenied = s.Allowed, s.Denied
 		p.EgressDenials = s.DenialStrings()
 	}
+	d.setupPosture(&p)
 	return p
 }
 
@@ -1032,9 +1238,13 @@ func (d *Docker) ContainerID() string { return d.agentID }
 // Close stops every running step and removes everything the run created:
 // the agent container, check containers, the workspace and relay volumes,
 // the bridge network, the egress proxy and its socket folder. It is
-// idempotent and safe on every exit path; Engine calls run even when ctx is
-// already done (bounded by apiTimeout). It returns the first removal error
-// (each names the object; a later Reap removes what was left).
+// idempotent and safe on every exit path. Engine calls run even when ctx is
+// already done, each bounded by apiTimeout and, once the run was
+// interrupted, by the deadline of ctx's phase (Detached; cmd marks its
+// Close PhaseCleanup): an Engine that stops answering cannot hold goalrun
+// past InterruptBound. goalrun's own host folders go first, as they need no
+// Engine. It returns the first removal error (each names the object; a
+// later Reap removes what was left).
 func (d *Docker) Close(ctx context.Context) error {
 	d.mu.Lock()
 	if !d.closed {
@@ -1043,21 +1253,53 @@ func (d *Docker) Close(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 
+	var errs []error
+	// The proxy and its sockets are goalrun's alone: removed whatever the
+	// Engine does (the relay, if still running, loses its sockets).
+	if d.egress != nil {
+		d.egress.close()
+	}
+	d.mu.Lock()
+	dirs := d.created.dirs
+	d.created.dirs = nil
+	d.mu.Unlock()
+	for _, dir := range dirs {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox: docker: removing %s: %w", dir, err))
+		}
+	}
+
+	cctx, cancel := bg(ctx)
+	defer cancel()
+	d.sealSetup(cctx)
 	// A container frozen after the last check is killed while frozen, so
 	// nothing the agent left running runs again.
-	if err := d.StopAgent(ctx); err != nil && ctx.Err() == nil {
+	if err := d.StopAgent(cctx); err != nil && cctx.Err() == nil {
 		_ = err // removal below still force-removes it
+	}
+	// An agent container that never started holds nothing to wait for:
+	// its removal overlaps the wait below.
+	var early chan error
+	d.mu.Lock()
+	earlyID := ""
+	if !d.agentRan {
+		earlyID = d.agentID
+	}
+	d.mu.Unlock()
+	if earlyID != "" {
+		early = make(chan error, 1)
+		go func() {
+			early <- d.cli.ContainerRemove(cctx, earlyID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		}()
 	}
 	// Running steps see closing, kill themselves and return.
 	done := make(chan struct{})
 	go func() { d.steps.Wait(); d.removals.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-ctx.Done():
+	case <-cctx.Done():
 	}
 
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
-	defer cancel()
 	d.mu.Lock()
 	created := d.created
 	d.created = createdSet{}
@@ -1067,25 +1309,49 @@ func (d *Docker) Close(ctx context.Context) error {
 	d.checks = map[string]struct{}{}
 	d.mu.Unlock()
 
-	var errs []error
-	for _, id := range created.containers {
-		if err := d.cli.ContainerRemove(cctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("sandbox: docker: removing container %.12s: %w", id, err))
+	// The containers are removed side by side: each removal is the
+	// Engine's own wait (unmounting, deleting the writable layer).
+	var errMu sync.Mutex
+	var removing sync.WaitGroup
+	if early != nil {
+		if err := <-early; err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("sandbox: docker: removing container %.12s: %w", earlyID, err))
 		}
 	}
-	if d.egress != nil {
-		d.egress.close()
+	for _, id := range created.containers {
+		if id == earlyID {
+			continue
+		}
+		removing.Add(1)
+		go func() {
+			defer removing.Done()
+			if err := d.cli.ContainerRemove(cctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) {
+				errMu.Lock()
+				errs = append(errs, fmt.Errorf("sandbox: docker: removing container %.12s: %w", id, err))
+				errMu.Unlock()
+			}
+		}()
 	}
+	removing.Wait()
 	for _, n := range created.networks {
 		if err := d.cli.NetworkRemove(cctx, n); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("sandbox: docker: removing network %s: %w", n, err))
 		}
 	}
+	// Volumes side by side too (none is in use once the containers are
+	// gone).
 	for _, v := range created.volumes {
-		if err := d.cli.VolumeRemove(cctx, v, true); err != nil && !errdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("sandbox: docker: removing volume %s: %w", v, err))
-		}
+		removing.Add(1)
+		go func() {
+			defer removing.Done()
+			if err := d.cli.VolumeRemove(cctx, v, true); err != nil && !errdefs.IsNotFound(err) {
+				errMu.Lock()
+				errs = append(errs, fmt.Errorf("sandbox: docker: removing volume %s: %w", v, err))
+				errMu.Unlock()
+			}
+		}()
 	}
+	removing.Wait()
 	for _, dir := range created.dirs {
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("sandbox: docker: removing %s: %w", dir, err))

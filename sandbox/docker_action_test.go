@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/goalrun/goalrun/sandbox"
 	"github.com/goalrun/goalrun/sandbox/dockertest"
 )
 
@@ -75,9 +77,9 @@ func TestDockerContainerAction(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	goalrun := func(t *testing.T, args ...string) (map[string]any, string) {
+	goalrunWith := func(t *testing.T, img string, args ...string) (map[string]any, string) {
 		t.Helper()
-		argv := append([]string{"/usr/local/bin/goalrun", "run", "--json", "--sandbox", "docker", "--image", image, "--agent", "command"}, args...)
+		argv := append([]string{"/usr/local/bin/goalrun", "run", "--json", "--sandbox", "docker", "--image", img, "--agent", "command"}, args...)
 		ec, err := cli.ContainerExecCreate(ctx, resp.ID, container.ExecOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
 		if err != nil {
 			t.Fatal(err)
@@ -94,6 +96,10 @@ func TestDockerContainerAction(t *testing.T) {
 			t.Fatalf("goalrun in the action container printed no document: %v\nstdout %s\nstderr %s", err, out.Bytes(), errb.Bytes())
 		}
 		return doc, errb.String()
+	}
+	goalrun := func(t *testing.T, args ...string) (map[string]any, string) {
+		t.Helper()
+		return goalrunWith(t, image, args...)
 	}
 
 	t.Run("bind through the container's mounts, egress sockets under HOME", func(t *testing.T) {
@@ -115,6 +121,36 @@ func TestDockerContainerAction(t *testing.T) {
 			t.Errorf("the egress socket folder was not removed: %q", left)
 		}
 	})
+
+	// The default sandbox (--image host) from inside a container: goalrun
+	// sees its own container's /usr (busybox, no python3, goalrun itself
+	// in /usr/local/bin), while the sandbox must get the Engine's host's
+	// folders, found through the Engine.
+	for _, tc := range []struct{ name, workdir, workspace string }{
+		{"the default sandbox takes the Engine's host's folders, bind", "/github/workspace", "bind"},
+		{"the default sandbox takes the Engine's host's folders, copy", "/tmp", "copy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := "test \"$(command -v python3)\" = /usr/bin/python3 && python3 -c 'import ssl' && make --version >/dev/null && ! test -e /usr/local/bin/goalrun && test -s fixed"
+			doc, events := goalrunWith(t, "host", "--network", "none", "--workdir", tc.workdir,
+				"--agent-bin", "echo fixed > fixed", "--until", check)
+			sb, _ := doc["sandbox"].(map[string]any)
+			goal, _ := doc["goal"].(map[string]any)
+			if doc["status"] != "success" || goal["passed"] != true || goal["grounded"] != true || sb["workspace"] != tc.workspace {
+				t.Fatalf("document: status %v goal %v sandbox %v\nevents:\n%s", doc["status"], goal, sb, events)
+			}
+			hostMounts := fmt.Sprint(sb["host_mounts"])
+			if img, _ := sb["image"].(string); !strings.HasPrefix(img, sandbox.HostImageRepository+":") || !strings.Contains(hostMounts, "/usr:/usr:ro") && !strings.Contains(hostMounts, "/usr/bin:/usr/bin:ro") {
+				t.Errorf("image %v host_mounts %s, want the host tools image with the Engine host's /usr", sb["image"], hostMounts)
+			}
+			for _, h := range sb["host_mounts"].([]any) {
+				src, _, _ := strings.Cut(h.(string), ":")
+				if src == "/root" || src == "/home" || strings.HasPrefix(src, "/etc/shadow") || src == "/etc" || strings.HasSuffix(src, ".sock") {
+					t.Errorf("host_mounts has %s", h)
+				}
+			}
+		})
+	}
 
 	t.Run("a workspace only the container holds is copied", func(t *testing.T) {
 		doc, events := goalrun(t, "--network", "none", "--workdir", "/tmp",

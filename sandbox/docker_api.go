@@ -57,6 +57,7 @@ type DockerAPI interface {
 	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
 	VolumeRemove(ctx context.Context, volumeID string, force bool) error
 	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	VolumeInspect(ctx context.Context, volumeID string) (volume.Volume, error)
 }
 
 var _ DockerAPI = (*client.Client)(nil)
@@ -64,9 +65,11 @@ var _ DockerAPI = (*client.Client)(nil)
 // NewDockerClient returns the Engine API client configured from the
 // environment (DOCKER_HOST, DOCKER_CERT_PATH, DOCKER_TLS_VERIFY,
 // DOCKER_API_VERSION) with the API version negotiated down to what the Engine
-// speaks (this project's CI runs Debian's Engine 20.10, API 1.41). It does not
-// contact the Engine; call Ping to find out whether one answers. The caller
-// closes the client.
+// speaks (this project's CI runs Debian's Engine 20.10, API 1.41). A
+// connection it hijacks (attach, exec start) can be closed before the Engine
+// answers, so the sandbox's calls end with their context (guardHijacks). It
+// does not contact the Engine; call Ping to find out whether one answers.
+// The caller closes the client.
 func NewDockerClient() (*client.Client, error) {
-	return client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	return client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation(), guardHijacks)
 }

@@ -1,7 +1,7 @@
 package sandbox_test
 
-// The attacks of sandbox.md's table ("Attacks the tests must show
-// failing"), each a named test against the real Engine. An exit 0 from an
+// The attacks docs/security.md lists ("What each mount, volume and proxy
+// guarantees"), each a named test against the real Engine. An exit 0 from an
 // attack is a breach. The network attacks through the egress proxy are in
 // docker_egress_test.go.
 
@@ -264,10 +264,11 @@ func TestAttackIgnoreSIGTERM(t *testing.T) {
 }
 
 // TestAttackBackgroundProcessVsCheck: a process the agent leaves running
-// (escaping its process group with setsid) cannot touch the workspace while
-// the check runs nor after it (the agent container is frozen from the check
-// until the next agent step; the check is a fresh container that does not
-// see it), StopAgent kills it frozen, and nothing survives Close.
+// (escaping its process group with setsid) cannot touch the workspace after
+// the agent's step, while the check runs nor after it (the agent container
+// is frozen from the end of each agent step until the next one; the check
+// is a fresh container that does not see it), StopAgent kills it frozen,
+// and nothing survives Close.
 func TestAttackBackgroundProcessVsCheck(t *testing.T) {
 	sb, cfg := startDocker(t, sandbox.Config{})
 	res := run(t, sb, sh(sandbox.RoleAgent, `setsid sh -c 'while :; do echo tick >> tamper; echo "package x // tampered" > victim_test.go; sleep 0.1; done' >/dev/null 2>&1 < /dev/null &
@@ -287,8 +288,11 @@ until [ -s tamper ]; do sleep 0.05; done; echo left-running`))
 	assertStill(t, tamper)
 	// … until the next agent step thaws it: the process is the agent's own
 	// again and may run during the turn …
-	run(t, sb, sh(sandbox.RoleAgent, "true"))
-	waitGrowing(t, tamper)
+	if res := run(t, sb, sh(sandbox.RoleAgent, `a=$(wc -l < tamper); i=0; while [ "$(wc -l < tamper)" = "$a" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done; [ $i -lt 200 ]`)); res.ExitCode != 0 {
+		t.Errorf("tamper did not grow during the next agent step: the agent container stayed frozen")
+	}
+	// … and is frozen again when the step ends …
+	assertStill(t, tamper)
 	// … until goalrun stops the agent before its final snapshot.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -336,30 +340,13 @@ func assertStill(t *testing.T, p string) {
 // clean/smudge filter, a diff driver, core.sshCommand, an alias) pointing at
 // a command that writes a marker file on the host; then goalrun does what it
 // does after an agent turn (copy-out in copy mode, the changes computation)
-// and the marker must not exist. A control run of the host's git shows the
-// plant is real.
+// and the marker must not exist — not even after the user runs the host's
+// git in the tree: the sandbox cannot write .git (bind mode: read-only;
+// copy mode: never copied back), so the host's .git is byte for byte what
+// it was. A control applies the same plant to a copy on the host, where
+// git runs it: the plant is real.
 func TestAttackGitConfigDoesNotRunOnHost(t *testing.T) {
-	for _, mode := range []sandbox.WorkspaceMode{sandbox.WorkspaceBind, sandbox.WorkspaceCopy} {
-		t.Run(string(mode), func(t *testing.T) {
-			markerDir := t.TempDir()
-			os.Chmod(markerDir, 0o777)
-			marker := filepath.Join(markerDir, "ran-on-host")
-			ws := dockertest.Workspace(t, testUID, testGID)
-			if err := os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			gitInit(t, ws)
-			dockertest.Chown(t, ws, testUID, testGID)
-			tracker := goal.NewWorkspaceTracker(ws, goal.ChangeOptions{})
-			defer tracker.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			if err := tracker.Baseline(ctx); err != nil {
-				t.Fatal(err)
-			}
-			sb, _ := startDocker(t, sandbox.Config{Workspace: ws, WorkspaceMode: mode})
-			cmd := "touch " + marker
-			plant := fmt.Sprintf(`set -e
+	const plantScript = `
 for h in pre-commit post-checkout post-merge pre-push fsmonitor-watchman reference-transaction; do printf '#!/bin/sh\n%[1]s\n' > .git/hooks/$h; chmod +x .git/hooks/$h; done
 mkdir -p evil-hooks && printf '#!/bin/sh\n%[1]s\n' > evil-hooks/post-checkout && chmod +x evil-hooks/post-checkout
 cat >> .git/config <<'EOF'
@@ -379,9 +366,54 @@ cat >> .git/config <<'EOF'
 	status = "!%[1]s"
 EOF
 printf '* filter=evil diff=evil\n' > .gitattributes
-echo "package main // changed" > main.go`, cmd)
-			if res := run(t, sb, sh(sandbox.RoleAgent, plant)); res.ExitCode != 0 {
-				t.Fatalf("planting: %d %s", res.ExitCode, res.Stderr.Tail)
+echo "package main // changed" > main.go`
+	hostGit := func(ws string) {
+		for _, args := range [][]string{{"status"}, {"diff"}, {"log", "-p", "-1"}} {
+			c := exec.Command("git", append([]string{"-C", ws, "-c", "safe.directory=*"}, args...)...)
+			c.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1")
+			_ = c.Run()
+		}
+	}
+	t.Run("control on the host", func(t *testing.T) {
+		marker := filepath.Join(t.TempDir(), "ran-on-host")
+		ws := t.TempDir()
+		if err := os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitInit(t, ws)
+		c := exec.Command("sh", "-c", fmt.Sprintf(plantScript, "touch "+marker))
+		c.Dir = ws
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("planting on the host: %v %s", err, out)
+		}
+		hostGit(ws)
+		if _, err := os.Stat(marker); err != nil {
+			t.Fatalf("the host's git did not run the plant (%v): the attack is not real", err)
+		}
+	})
+	for _, mode := range []sandbox.WorkspaceMode{sandbox.WorkspaceBind, sandbox.WorkspaceCopy} {
+		t.Run(string(mode), func(t *testing.T) {
+			markerDir := t.TempDir()
+			os.Chmod(markerDir, 0o777)
+			marker := filepath.Join(markerDir, "ran-on-host")
+			ws := dockertest.Workspace(t, testUID, testGID)
+			if err := os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gitInit(t, ws)
+			dockertest.Chown(t, ws, testUID, testGID)
+			before := treeHashes(t, ws)
+			tracker := goal.NewWorkspaceTracker(ws, goal.ChangeOptions{})
+			defer tracker.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := tracker.Baseline(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sb, _ := startDocker(t, sandbox.Config{Workspace: ws, WorkspaceMode: mode})
+			res := run(t, sb, sh(sandbox.RoleAgent, fmt.Sprintf(plantScript, "touch "+marker)))
+			if mode == sandbox.WorkspaceBind && !strings.Contains(string(res.Stderr.Tail), "Read-only file system") {
+				t.Errorf("writing .git in bind mode did not fail with EROFS: %s", res.Stderr.Tail)
 			}
 			// What goalrun does after a turn: (copy-out happened inside Exec)
 			// the changes computation, the diff, the final changes.
@@ -398,12 +430,13 @@ echo "package main // changed" > main.go`, cmd)
 			if ch == nil || ch.FilesChanged == 0 {
 				t.Errorf("the changes computation saw nothing: %+v", ch)
 			}
-			// Control: the host's git in that tree would have run it.
-			c := exec.Command("git", "-C", ws, "-c", "safe.directory=*", "status")
-			c.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1")
-			_ = c.Run()
-			if _, err := os.Stat(marker); err != nil {
-				t.Errorf("control: the host's git did not run the plant either (%v): the attack is not real", err)
+			if d := diffHashes(before, treeHashes(t, ws)); len(d) > 0 {
+				t.Errorf("the host's .git changed: breach\n%s", strings.Join(d, "\n"))
+			}
+			// The user's own git after the run runs nothing planted.
+			hostGit(ws)
+			if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the host's git ran a planted command after the run: %v", err)
 			}
 		})
 	}
@@ -459,7 +492,10 @@ mkdir hide && printf z > hide/sh && chmod 4755 hide/sh && chmod 0111 hide
 			if res := run(t, sb, sh(sandbox.RoleAgent, plant)); res.ExitCode != 0 {
 				t.Fatalf("planting: %d %s", res.ExitCode, res.Stderr.Tail)
 			}
-			time.Sleep(3 * time.Second) // the background chmod has happened
+			time.Sleep(3 * time.Second) // the background chmod would have happened
+			if _, err := os.Lstat(filepath.Join(ws, "late")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a process the agent left running wrote after its step (%v): the agent container was not frozen", err)
+			}
 			if mode == sandbox.WorkspaceBind {
 				for _, p := range []string{"tool", "sg", "sg/f", "kept2", "hide/sh"} {
 					if st, err := os.Lstat(filepath.Join(ws, p)); err != nil || st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
@@ -473,14 +509,16 @@ mkdir hide && printf z > hide/sh && chmod 4755 hide/sh && chmod 0111 hide
 			if err := stopper.StopAgent(ctx); err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range []string{"tool", "sg", "sg/f", "late", "kept2", "hide/sh"} {
+			for _, p := range []string{"tool", "sg", "sg/f", "kept2", "hide/sh"} {
 				st, err := os.Lstat(filepath.Join(ws, p))
-				if mode == sandbox.WorkspaceCopy && p == "late" && errors.Is(err, os.ErrNotExist) {
-					continue // copy mode copies out after the step only
+				if err != nil {
+					t.Errorf("after the agent stopped %s: %v", p, err)
+				} else if st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+					t.Errorf("after the agent stopped %s: %v; want no setuid/setgid bit", p, st.Mode())
 				}
-				if err != nil || st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
-					t.Errorf("after the agent stopped %s: %v %v; want no setuid/setgid bit", p, st.Mode(), err)
-				}
+			}
+			if _, err := os.Lstat(filepath.Join(ws, "late")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the process the agent left running wrote while it was being stopped (%v): it was not killed frozen", err)
 			}
 			if st, err := os.Lstat(shared); err != nil || st.Mode()&os.ModeSetgid == 0 {
 				t.Errorf("the host's own setgid folder lost its bit: %v %v", st.Mode(), err)
@@ -490,23 +528,28 @@ mkdir hide && printf z > hide/sh && chmod 4755 hide/sh && chmod 0111 hide
 			}
 		})
 	}
-	// The agent kills its container's main process: the container is
-	// gone when goalrun stops it, and the workspace is swept all the same.
+	// The agent kills its container's main process during its step: the
+	// container is dead when the step ends (it cannot be frozen), and the
+	// workspace is swept all the same, then and when goalrun stops it.
 	t.Run("agent kills its container", func(t *testing.T) {
 		ws := dockertest.Workspace(t, testUID, testGID)
 		sb, _ := startDocker(t, sandbox.Config{Workspace: ws, WorkspaceMode: sandbox.WorkspaceBind})
-		run(t, sb, sh(sandbox.RoleAgent, `(sleep 1; printf x > evil; chmod 4755 evil; kill -9 -1) >/dev/null 2>&1 &`))
-		time.Sleep(4 * time.Second)
-		if st, err := os.Lstat(filepath.Join(ws, "evil")); err != nil || st.Mode()&os.ModeSetuid == 0 {
-			t.Fatalf("the plant did not happen: %v %v", st, err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		_, err := sb.Exec(ctx, sh(sandbox.RoleAgent, `printf x > evil; chmod 4755 evil; kill -9 -1`))
+		t.Logf("the step that killed its container: %v", err)
+		st, err := os.Lstat(filepath.Join(ws, "evil"))
+		if err != nil {
+			t.Fatalf("the plant did not happen: %v", err)
+		}
+		if st.Mode()&os.ModeSetuid != 0 {
+			t.Errorf("after the step evil is %v; want no setuid bit", st.Mode())
+		}
 		if err := sb.StopAgent(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if st, err := os.Lstat(filepath.Join(ws, "evil")); err != nil || st.Mode()&os.ModeSetuid != 0 {
-			t.Errorf("evil: %v %v; want no setuid bit", st.Mode(), err)
+			t.Errorf("evil: %v %v; want no setuid bit", st, err)
 		}
 	})
 }

@@ -133,3 +133,80 @@ func median(xs []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// BenchmarkHostTools measures what the default sandbox adds to start-up:
+// asking the Engine which of the host's system folders and /etc entries
+// exist (sandbox.HostTools: one refused container create per candidate,
+// eight at a time, nothing created) and looking through them for what must
+// stay out — every time ("no cache"), or through the cache of that look
+// when nothing changed since ("cached", as goalrun runs) — with the Bare
+// image already built:
+//
+//	go test -run '^$' -bench BenchmarkHostTools -benchtime 10x ./sandbox
+func BenchmarkHostTools(b *testing.B) {
+	cli := dockertest.Client(b)
+	img, _ := dockertest.HostTools(b, cli)
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name  string
+		cache string
+	}{{"no cache", ""}, {"cached", b.TempDir()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			opts := sandbox.HostToolsOptions{Image: img, CacheDir: bc.cache}
+			if _, err := sandbox.HostTools(ctx, cli, opts); err != nil { // fills the cache
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := sandbox.HostTools(ctx, cli, opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCheckStep measures one check step (`true` in a fresh check
+// container) in the default sandbox (the Bare image with the host's
+// folders: about twenty read-only bind mounts) and in the minimal busybox
+// image, interleaved, reporting the median milliseconds of each:
+//
+//	go test -run '^$' -bench BenchmarkCheckStep -benchtime 20x ./sandbox
+func BenchmarkCheckStep(b *testing.B) {
+	cli := dockertest.Client(b)
+	hostImg, h := dockertest.HostTools(b, cli)
+	ctx := context.Background()
+	start := func(name string, cfg sandbox.Config) *sandbox.Docker {
+		cfg.RunID, cfg.Workspace, cfg.Network, cfg.Lifetime = "goalrun-bench-check-"+name, benchWorkspace(b), sandbox.NetworkNone, time.Hour
+		sb, err := sandbox.StartDocker(ctx, cli, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { sb.Close(context.Background()) })
+		return sb
+	}
+	host := start("host", sandbox.Config{Image: hostImg, Mounts: h.Mounts, ToolEnv: h.Env})
+	minimal := start("minimal", sandbox.Config{Image: dockertest.Image(b, cli)})
+	var tHost, tMinimal []float64
+	step := func(sb *sandbox.Docker, into *[]float64) {
+		t0 := time.Now()
+		res, err := sb.Exec(ctx, sandbox.Cmd{Role: sandbox.RoleCheck, Args: sandbox.Shell("true")})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("check: %v exit %d %s", err, res.ExitCode, res.Stderr.Tail)
+		}
+		*into = append(*into, float64(time.Since(t0).Milliseconds()))
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			step(host, &tHost)
+			step(minimal, &tMinimal)
+		} else {
+			step(minimal, &tMinimal)
+			step(host, &tHost)
+		}
+		i++
+	}
+	med := func(v []float64) float64 { sort.Float64s(v); return v[len(v)/2] }
+	b.ReportMetric(med(tHost), "host-ms")
+	b.ReportMetric(med(tMinimal), "minimal-ms")
+}

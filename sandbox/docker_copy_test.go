@@ -171,7 +171,7 @@ func TestDockerAutoCopiesRootOwnedWorkspace(t *testing.T) {
 	if sb, err := sandbox.StartDocker(ctx, cli, cfg); err == nil {
 		sb.Close(ctx)
 		t.Fatal("bind mode started a sandbox on a root-owned workspace without Config.User")
-	} else if !errors.Is(err, sandbox.ErrRootWorkspace) || !strings.Contains(err.Error(), "belongs to root") {
+	} else if re := (*sandbox.RootWorkspaceError)(nil); !errors.Is(err, sandbox.ErrRootWorkspace) || !errors.As(err, &re) || re.Workspace != ws || !strings.Contains(err.Error(), "belongs to root") {
 		t.Errorf("error should say why: %v", err)
 	}
 	cfg.WorkspaceMode = sandbox.WorkspaceAuto

@@ -44,7 +44,7 @@ func (r *recorder) seen() (int, []string) {
 }
 
 // TestDockerEgress is the egress "Must show" and the network rows of
-// sandbox.md's attack table: with the allowlist holding a local test
+// docs/security.md's attack table: with the allowlist holding a local test
 // server, a request through the relay succeeds; the model API (a reverse
 // proxy) sees the real key while the sandbox only ever holds the dummy one;
 // every other destination is refused and counted in egress_denied; no name

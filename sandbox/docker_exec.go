@@ -98,10 +98,20 @@ func (d *Docker) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 		d.mu.Unlock()
 		d.steps.Done()
 	}()
+	if cmd.Role == RoleSetup {
+		return d.execSetup(ctx, cmd, dir, seq)
+	}
+	// What the setup steps prepared is sealed before anything else runs.
+	d.sealSetup(ctx)
 	if cmd.Role == RoleCheck {
 		return d.runCheck(ctx, cmd, dir, seq)
 	}
-	return d.execAgent(ctx, cmd, dir, seq)
+	res, err := d.execAgent(ctx, cmd, dir, seq)
+	// Checks follow agent steps: their views are prepared from here on,
+	// once the agent container is frozen (no Engine work of ours beside
+	// the freeze that ends the step).
+	d.viewsAhead()
+	return res, err
 }
 
 // stepWorkDir maps Cmd.Dir to the working directory inside the sandbox,
@@ -165,9 +175,19 @@ func streams(hj types.HijackedResponse, cmd Cmd) (out, errw *TailWriter, done ch
 	return out, errw, done
 }
 
-// bg returns a context for cleanup calls that must run even when ctx is done.
+// bg returns a context for Engine calls that must run even when ctx is
+// done (stopping a step, cleaning up): apiTimeout at most, and no later than
+// the deadline of ctx's phase once the run was interrupted (Detached).
 func bg(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+	return Detached(ctx, apiTimeout)
+}
+
+// waitAtMost returns a channel that is closed after d, or at the deadline
+// of ctx's phase once the run is interrupted (before or during the wait),
+// and its release function.
+func waitAtMost(ctx context.Context, d time.Duration) (<-chan struct{}, context.CancelFunc) {
+	w, cancel := Detached(ctx, d)
+	return w.Done(), cancel
 }
 
 // execAgent runs an agent step as an exec in the agent container.
@@ -236,23 +256,29 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 	if res.ExitCode != 0 {
 		res.OOMKilled = d.oomDuring(cctx, d.agentID, start, res.ExitCode == 137)
 	}
+	// Nothing the agent left running may change the tree after its step:
+	// the caller's change snapshot, the copy-out and the check must all
+	// see the tree the step left. Freeze the container (it stays frozen
+	// until the next agent step); if the Engine cannot, stop it.
+	if err := d.freeze(ctx); err != nil {
+		sctx, scancel := bg(ctx)
+		serr := d.StopAgent(sctx)
+		scancel()
+		if serr != nil {
+			return res, fmt.Errorf("sandbox: docker: neither freezing (%v) nor stopping the agent container after its step worked: %w", err, serr)
+		}
+	}
 	if err := d.sweepSpecialBits(); err != nil {
 		return res, err
 	}
+	if d.wsMode == WorkspaceCopy && res.Cancelled && InterruptOf(ctx) != nil {
+		// A signal cut the turn short: its half-done changes stay in the
+		// sandbox (removed with it) and the host keeps the tree of the last
+		// finished turn, whole. Copying now could not be bounded by the
+		// stop's deadline without leaving the host half-updated.
+		return res, nil
+	}
 	if d.wsMode == WorkspaceCopy {
-		// Nothing the agent left running may write between the copy-out
-		// and the check (which runs on the sandbox's tree): the host must
-		// get the tree the check sees. Freeze the container first (it
-		// stays frozen until the next agent step); if the Engine cannot,
-		// stop it.
-		if err := d.freeze(ctx); err != nil {
-			sctx, scancel := bg(ctx)
-			serr := d.StopAgent(sctx)
-			scancel()
-			if serr != nil {
-				return res, fmt.Errorf("sandbox: docker: neither freezing (%v) nor stopping the agent container before the copy-out worked: %w", err, serr)
-			}
-		}
 		octx, ocancel := copyOutContext(ctx, cmd.Timeout)
 		defer ocancel()
 		if err := d.copyOut(octx); err != nil {
@@ -263,13 +289,13 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 }
 
 // copyOutContext returns the context a step's copy-out runs under. It is
-// detached from ctx's cancellation, so an interrupt does not cut the copy
-// of what the agent already did in the middle of a file, but bounded: by
-// the step's own timeout (at least apiTimeout) while the run goes on, and
-// by apiTimeout from the moment ctx is done (an interrupt, the run's
-// timeout), so a signal still ends the run promptly.
+// detached from ctx's cancellation, so the run's --timeout does not cut the
+// copy of what the agent already did in the middle of a file, but bounded:
+// by the step's own timeout (at least apiTimeout) while the run goes on, by
+// apiTimeout from the moment ctx is done, and by the steps' deadline once
+// the run was interrupted (a signal ends the run within InterruptBound).
 func copyOutContext(ctx context.Context, stepTimeout time.Duration) (context.Context, context.CancelFunc) {
-	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(stepTimeout, apiTimeout))
+	octx, cancel := Detached(ctx, max(stepTimeout, apiTimeout))
 	stop := context.AfterFunc(ctx, func() {
 		t := time.AfterFunc(apiTimeout, cancel)
 		context.AfterFunc(octx, func() { t.Stop() })
@@ -345,18 +371,22 @@ func (d *Docker) stopAgentStep(ctx context.Context, pidFile string, done <-chan 
 	cctx, cancel := bg(ctx)
 	defer cancel()
 	d.killGroup(cctx, pidFile, done)
+	wait, release := waitAtMost(ctx, stepKillWait)
+	defer release()
 	select {
 	case <-done:
 		return
-	case <-time.After(stepKillWait):
+	case <-wait:
 	}
 	d.mu.Lock()
 	d.agentDead = true
 	d.mu.Unlock()
 	_ = d.cli.ContainerKill(cctx, d.agentID, "KILL")
+	wait2, release2 := waitAtMost(ctx, stepKillWait)
+	defer release2()
 	select {
 	case <-done:
-	case <-time.After(stepKillWait):
+	case <-wait2:
 		hj.Close()
 		<-done
 	}
@@ -366,12 +396,14 @@ func (d *Docker) stopAgentStep(ctx context.Context, pidFile string, done <-chan 
 // step has not written its pid file yet.
 func (d *Docker) killGroup(ctx context.Context, pidFile string, done <-chan struct{}) {
 	for attempt := 0; attempt < 5; attempt++ {
-		code, err := d.runQuiet(ctx, []string{"sh", "-c", stepKiller, "goalrun-kill", pidFile, strconv.Itoa(int(KillGrace / (100 * time.Millisecond)))})
+		code, err := d.runQuiet(ctx, []string{"sh", "-c", stepKiller, "goalrun-kill", pidFile, strconv.Itoa(int(killGrace(ctx) / (100 * time.Millisecond)))})
 		if err == nil && code == 0 {
 			return
 		}
 		select {
 		case <-done:
+			return
+		case <-ctx.Done():
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -389,7 +421,11 @@ func (d *Docker) runQuiet(ctx context.Context, argv []string) (int, error) {
 	if err != nil {
 		return -1, err
 	}
+	// A hijacked stream outlives its request's context: close it when ctx
+	// ends, or an Engine that stops answering holds the copy forever.
+	stop := context.AfterFunc(ctx, func() { hj.Close() })
 	_, _ = io.Copy(io.Discard, hj.Reader)
+	stop()
 	hj.Close()
 	ins, err := d.execExit(ctx, ec.ID)
 	return ins.ExitCode, err
@@ -460,6 +496,17 @@ var _ AgentStopper = (*Docker)(nil)
 // then removed (sweepSpecialBits). A later agent step starts it again.
 // Errors come from the Docker Engine or the sweep.
 func (d *Docker) StopAgent(ctx context.Context) error {
+	d.mu.Lock()
+	ran := d.agentRan
+	d.mu.Unlock()
+	if !ran {
+		// Never started (deferAgentStart): no process of the agent's ever
+		// ran, so there is nothing to kill and nothing to sweep.
+		d.mu.Lock()
+		d.agentDead = true
+		d.mu.Unlock()
+		return nil
+	}
 	err := d.stopAgent(ctx)
 	// Whatever the container's state (already dead: the agent can kill its
 	// own main process), the workspace is swept; once nothing of the
@@ -480,6 +527,12 @@ func (d *Docker) stopAgent(ctx context.Context) error {
 		return nil
 	}
 	wait, errs := d.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	d.mu.Lock()
+	frozen := d.frozen
+	d.mu.Unlock()
+	if frozen {
+		d.killFrozen(ctx, id)
+	}
 	err := d.cli.ContainerKill(ctx, id, "KILL")
 	d.thaw(ctx) // a frozen process dies as it thaws: SIGKILL is pending
 	if err != nil {
@@ -500,7 +553,8 @@ func (d *Docker) stopAgent(ctx context.Context) error {
 	return nil
 }
 
-// ensureAgent restarts the agent container when a step had to kill it.
+// ensureAgent starts the agent container when it is not running: before
+// the first agent step (deferAgentStart), or after a step had to kill it.
 func (d *Docker) ensureAgent(ctx context.Context) error {
 	d.mu.Lock()
 	dead := d.agentDead
@@ -528,10 +582,50 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string, seq int) (Re
 			return Result{}, fmt.Errorf("sandbox: docker: check step directory %q: %w: %w", cmd.Dir, ErrNotStarted, err)
 		}
 	}
+	view, err := d.openView(ctx, false)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := d.runOnView(ctx, cmd, dir, seq, view)
+	if errors.Is(err, errViewRemount) && cmd.Stdin == nil {
+		// The overlay view would not mount (a remembered fact was wrong,
+		// or the Engine changed): the step never started; run it once
+		// more on the copy view the new probe chose. A step with stdin
+		// is not run again (its input may be consumed).
+		// The failed container is removed in the background: the new one
+		// takes a number of its own.
+		if view, err = d.openView(ctx, false); err != nil {
+			return Result{}, err
+		}
+		d.mu.Lock()
+		d.stepSeq++
+		seq = d.stepSeq
+		d.mu.Unlock()
+		return d.runOnView(ctx, cmd, dir, seq, view)
+	}
+	return res, err
+}
+
+// runOnView runs a check-like step (fresh container, no network, no
+// secrets, the check's environment) on view, with the agent container
+// frozen; the container and then the view are removed when it ends (a
+// kept view's plain volume stays: checkView.layer). It closes view on
+// every path.
+func (d *Docker) runOnView(ctx context.Context, cmd Cmd, dir string, seq int, view *checkView) (Result, error) {
 	frozen, resume := d.pauseAgent(ctx)
 	defer resume()
 
-	mounts := append([]mount.Mount{d.workspaceMount()}, d.extraMnts...)
+	mounts := []mount.Mount{view.mount()}
+	if !view.copy {
+		gitPath, err := d.gitConfigPath(ctx)
+		if err != nil {
+			d.closeView(ctx, view)
+			return Result{}, err
+		}
+		mounts = append(mounts, d.gitMounts(true, gitPath)...)
+	}
+	mounts = append(mounts, d.extraMnts...)
+	mounts = append(mounts, d.depsMount(true)...)
 	cfg := &container.Config{
 		Image: d.imageID,
 		// The same wrapper as agent steps (no pid file needed: the whole
@@ -550,14 +644,10 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string, seq int) (Re
 		StdinOnce:    cmd.Stdin != nil,
 	}
 	// Every reference createContainer records is removed when the step
-	// ends, on every path (a cancellation during the create included), and
-	// by Close when that removal did not happen.
+	// ends, on every path (a cancellation during the create included),
+	// then the view; Close removes what that removal could not.
 	var refs []string
-	defer func() {
-		for _, ref := range refs {
-			d.removeCheck(ctx, ref)
-		}
-	}()
+	defer func() { d.removeCheck(ctx, refs, view) }()
 	name := fmt.Sprintf("goalrun-%s-check-%d", d.cfg.RunID, seq)
 	id, err := d.createContainer(ctx, cfg, d.hostConfig(network.NetworkNone, mounts), name, func(ref string) {
 		refs = append(refs, ref)
@@ -574,12 +664,27 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string, seq int) (Re
 		return Result{}, fmt.Errorf("sandbox: docker: attaching to the check container: %w", err)
 	}
 	defer hj.Close()
-	waitC, waitErr := d.cli.ContainerWait(context.WithoutCancel(ctx), id, container.WaitConditionNextExit)
+	// The wait outlives ctx (the exit is read after a stop) but not the
+	// step's timeout, nor the steps' deadline of an interrupted run.
+	wctx, wcancel := Detached(ctx, cmd.Timeout+apiTimeout)
+	defer wcancel()
+	if cmd.Timeout <= 0 {
+		wcancel()
+		wctx, wcancel = Detached(ctx, unknownLifetime)
+		defer wcancel()
+	}
+	waitC, waitErr := d.cli.ContainerWait(wctx, id, container.WaitConditionNextExit)
 	out, errw, done := streams(hj, cmd)
 	start := time.Now()
 	frozen()
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
+	}
+	if view.copy {
+		// The agent is frozen now: copy the tree it left.
+		if err := d.fillCopyView(ctx, id, view); err != nil {
+			return Result{}, err
+		}
 	}
 	// The step may print (and the caller cancel ctx on what it read)
 	// before the start call returns: the start itself must not be
@@ -588,6 +693,9 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string, seq int) (Re
 	err = d.cli.ContainerStart(sctx, id, container.StartOptions{})
 	scancel()
 	if err != nil {
+		if !view.copy && isViewMountErr(err) && d.reprobeOverlay(ctx) {
+			return Result{}, fmt.Errorf("sandbox: docker: starting the check container: %w: %v", errViewRemount, err)
+		}
 		if isNotStartedErr(err) {
 			return Result{}, fmt.Errorf("sandbox: docker: check step %q: %w: %v", cmd.Args[0], ErrNotStarted, err)
 		}
@@ -615,17 +723,20 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string, seq int) (Re
 	defer cancel()
 	if res.TimedOut || res.Cancelled {
 		// SIGTERM (the init forwards it to the step), SIGKILL after
-		// KillGrace; the container is thrown away either way.
-		grace := int(KillGrace / time.Second)
+		// KillGrace (whole seconds: the Engine's unit; at once after an
+		// interrupt); the container is thrown away either way.
+		grace := int(killGrace(ctx) / time.Second)
 		if err := d.cli.ContainerStop(cctx, id, container.StopOptions{Signal: "TERM", Timeout: &grace}); err != nil {
 			_ = d.cli.ContainerKill(cctx, id, "KILL")
 		}
 		<-exited
 	}
 	res.Duration = time.Since(start)
+	drain, release := waitAtMost(ctx, stepKillWait)
+	defer release()
 	select {
 	case <-done:
-	case <-time.After(stepKillWait):
+	case <-drain:
 		hj.Close()
 		<-done
 	}
@@ -640,7 +751,7 @@ func (d *Docker) runCheck(ctx context.Context, cmd Cmd, dir string, seq int) (Re
 	if err := notStarted(res, cmd.Args[0]); err != nil {
 		return Result{}, err
 	}
-	if res.ExitCode != 0 {
+	if res.ExitCode != 0 && !res.Cancelled {
 		if c, err := d.cli.ContainerInspect(cctx, id); err == nil && c.State != nil {
 			res.OOMKilled = c.State.OOMKilled
 		}
@@ -660,20 +771,23 @@ func isNotStartedErr(err error) bool {
 	return false
 }
 
-// removeCheck removes a finished check container in the background; Close
-// waits for the removals.
-func (d *Docker) removeCheck(ctx context.Context, id string) {
+// removeCheck removes a finished check's containers (ids) and then its
+// view in the background; Close waits for the removals.
+func (d *Docker) removeCheck(ctx context.Context, ids []string, view *checkView) {
 	d.removals.Add(1)
 	go func() {
 		defer d.removals.Done()
 		cctx, cancel := bg(ctx)
 		defer cancel()
-		err := d.cli.ContainerRemove(cctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err == nil || errdefs.IsNotFound(err) {
-			d.mu.Lock()
-			delete(d.checks, id)
-			d.mu.Unlock()
+		for _, id := range ids {
+			err := d.cli.ContainerRemove(cctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			if err == nil || errdefs.IsNotFound(err) {
+				d.mu.Lock()
+				delete(d.checks, id)
+				d.mu.Unlock()
+			}
 		}
+		d.closeView(cctx, view)
 	}()
 }
 
@@ -748,9 +862,11 @@ func (d *Docker) freeze(ctx context.Context) error {
 	return nil
 }
 
-// thaw unfreezes the agent container if a check left it frozen (at the
-// next agent step, or after StopAgent's kill). An Engine error only means
-// it was not paused.
+// thaw unfreezes the agent container if it was left frozen (at the next
+// agent step, or after StopAgent's kill) and waits, at most thawWait, until
+// the Engine's state says so: the Engine records the unpause from the
+// runtime's event, after its call returned, and refuses an exec ("is
+// paused") until then. An Engine error only means it was not paused.
 func (d *Docker) thaw(ctx context.Context) {
 	d.mu.Lock()
 	frozen := d.frozen
@@ -760,11 +876,23 @@ func (d *Docker) thaw(ctx context.Context) {
 		return
 	}
 	cctx, cancel := bg(ctx)
-	_ = d.cli.ContainerUnpause(cctx, d.agentID)
-	cancel()
+	defer cancel()
+	if err := d.cli.ContainerUnpause(cctx, d.agentID); err == nil {
+		deadline := time.Now().Add(thawWait)
+		for delay := time.Millisecond; time.Now().Before(deadline); delay = min(2*delay, 100*time.Millisecond) {
+			c, err := d.cli.ContainerInspect(cctx, d.agentID)
+			if err != nil || c.State == nil || !c.State.Paused {
+				break
+			}
+			time.Sleep(delay)
+		}
+	}
 	d.mu.Lock()
 	d.paused = false
 	d.mu.Unlock()
 }
+
+// thawWait bounds how long thaw waits for the Engine to record an unpause.
+const thawWait = 10 * time.Second
 
 var errNotDir = errors.New("not a directory")

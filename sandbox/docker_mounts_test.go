@@ -45,7 +45,9 @@ func TestMountPolicy(t *testing.T) {
 		"KUBECONFIG":      filepath.Join(kube, "config"),
 		"XDG_RUNTIME_DIR": runtimeDir,
 	}
+	engineData := mk(filepath.Join(base, "opt", "docker-data"))
 	p := newMountPolicy(home, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, "unix:///var/run/docker.sock")
+	p.addTree(engineData, "the Docker Engine's data root")
 
 	tests := []struct {
 		name   string
@@ -77,6 +79,51 @@ func TestMountPolicy(t *testing.T) {
 		{"symlink to a project", link(project, "projlink"), false},
 		{"dotdot spelling of home", filepath.Join(project, "..", ".."), true},
 		{"usr is fine", "/usr", false},
+		{"docker's data", "/var/lib/docker", true},
+		{"inside docker's data", "/var/lib/docker/volumes/x/_data", true},
+		{"var/lib holding docker's data", "/var/lib", true},
+		{"containerd's data", "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs", true},
+		{"podman's storage", "/var/lib/containers/storage", true},
+		{"rootless docker's data", filepath.Join(home, ".local", "share", "docker"), true},
+		{"a sibling of engine data is fine", "/var/lib/apt", false},
+		{"a toolchain under opt is fine", "/opt/hostedtoolcache/go/1.26.0/x64", false},
+		{"CA certificates are fine", "/etc/ssl/certs", false},
+		{"the dynamic linker's cache is fine", "/etc/ld.so.cache", false},
+		{"etc wholesale", "/etc", true},
+		{"etc/ssl holds the private keys", "/etc/ssl", true},
+		{"TLS private keys", "/etc/ssl/private", true},
+		{"RHEL TLS private keys", "/etc/pki/tls/private/host.key", true},
+		{"shadow", "/etc/shadow", true},
+		{"gshadow", "/etc/gshadow", true},
+		{"sudoers", "/etc/sudoers.d", true},
+		{"SSH host keys", "/etc/ssh", true},
+		{"the Engine's TLS keys", "/etc/docker", true},
+		{"proc", "/proc", true},
+		{"another process's environment", "/proc/1/environ", true},
+		{"sys", "/sys", true},
+		{"dev", "/dev", true},
+		{"inside run", "/run/secrets", true},
+		{"inside var/run", "/var/run/secrets", true},
+		{"this Engine's data root", engineData, true},
+		{"inside this Engine's data root", filepath.Join(engineData, "overlay2"), true},
+		{"above this Engine's data root", filepath.Dir(engineData), true},
+		{"root's home", "/root", true},
+		{"root's ssh", "/root/.ssh", true},
+		{"root's agent login", "/root/.claude/.credentials.json", true},
+		{"root's claude folder holds the login", "/root/.claude", true},
+		{"Claude Code's local install is fine", "/root/.claude/local/node_modules/.bin", false},
+		{"a subfolder of root's home is fine", "/root/sdk/go1.26", false},
+		{"another user's home", "/home/runner", true},
+		{"all homes", "/home", true},
+		{"a mac home", "/Users/alice", true},
+		{"inside another user's home is fine", "/home/runner/work/_tool", false},
+		{"another user's aws keys", "/home/runner/.aws", true},
+		{"inside another user's gcloud", "/home/runner/.config/gcloud/creds.db", true},
+		{"another user's .config holds gcloud", "/home/runner/.config", true},
+		{"a cargo home holds the registry token", "/home/runner/.cargo", true},
+		{"cargo's binaries are fine", "/home/runner/.cargo/bin", false},
+		{"a maven settings file", "/srv/ci/.m2/settings.xml", true},
+		{"a .ssh folder anywhere", "/srv/backup/.ssh", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,4 +145,39 @@ func TestMountPolicy(t *testing.T) {
 			t.Errorf("error %q should contain %q and a way out", err, want)
 		}
 	})
+}
+
+// TestCheckEngineData: the data folders of container engines are refused
+// as a workspace by the sandboxes that have no mount policy (Local), and so
+// is a data root an Engine reports elsewhere.
+func TestCheckEngineData(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "engine", "root")
+	if err := os.MkdirAll(filepath.Join(root, "volumes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	project := filepath.Join(base, "project")
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, ws string
+		refuse   bool
+	}{
+		{"docker's usual data", "/var/lib/docker", true},
+		{"the reported data root", root, true},
+		{"inside the reported data root", filepath.Join(root, "volumes"), true},
+		{"above the reported data root", filepath.Join(base, "engine"), true},
+		{"a project", project, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckEngineData(tc.ws, "", root)
+			if got := errors.Is(err, ErrDangerousMount); got != tc.refuse {
+				t.Fatalf("CheckEngineData(%q) = %v, want refused=%v", tc.ws, err, tc.refuse)
+			}
+			if tc.refuse && !strings.Contains(err.Error(), "data") {
+				t.Errorf("error %q does not say it is an engine's data", err)
+			}
+		})
+	}
 }

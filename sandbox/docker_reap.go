@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -29,10 +32,10 @@ func (r ReapReport) Total() int {
 	return len(r.Containers) + len(r.Networks) + len(r.Volumes) + len(r.Dirs)
 }
 
-// Reap removes what dead goalrun runs left behind: containers, networks and
-// volumes labelled goalrun.run (LabelRun), and goalrun-egress-* socket
-// folders in os.TempDir() (their owner file holds the same owner and
-// expiry). An object is a leftover when the goalrun process
+// Reap removes what dead goalrun runs left behind: containers (paused
+// ones too), networks and volumes labelled goalrun.run (LabelRun), and
+// goalrun's own folders in os.TempDir() — egress sockets, baseline copies
+// (MkdirOwned) — whose owner file holds the same owner and expiry. An object is a leftover when the goalrun process
 // that made it (LabelOwner) is known to be gone: it ran on this host and its
 // pid no longer runs (or was reused), or it ran in a container of this
 // Engine (a container-action run; its host name is the container's short
@@ -43,9 +46,11 @@ func (r ReapReport) Total() int {
 // never touched, whatever their age. cmd calls it at start-up, so a run
 // killed with SIGKILL is cleaned by the next one.
 //
-// It returns what it removed and the first error (listing or removing),
-// having tried everything else.
+// With a nil cli it removes goalrun's folders only (a run without an
+// Engine). It returns what it removed and the errors (listing or
+// removing), having tried everything else.
 func Reap(ctx context.Context, cli DockerAPI, olderThan time.Duration) (ReapReport, error) {
+	cli = bounded(cli)
 	host, _ := os.Hostname()
 	if h := os.Getenv("HOSTNAME"); h != "" {
 		host = h
@@ -84,7 +89,7 @@ func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host stri
 	containerOwners := map[string]ownerStatus{}
 	leftover := func(labels map[string]string, created time.Time) bool {
 		st := ownerState(labels[LabelOwner], host)
-		if st == ownerUnknown {
+		if st == ownerUnknown && cli != nil {
 			st = containerOwnerState(ctx, cli, labels[LabelOwner], containerOwners)
 		}
 		switch st {
@@ -98,6 +103,38 @@ func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host stri
 		}
 		return !created.IsZero() && now.Sub(created) > olderThan
 	}
+	if cli != nil {
+		errs = append(errs, reapEngine(ctx, cli, leftover, &rep)...)
+	}
+	// goalrun's own folders: egress sockets, baseline copies (MkdirOwned)
+	// — this user's only, and only those whose owner file names a goalrun
+	// (a goalrun-demo-* workspace has none and is the user's to keep).
+	dirs, _ := filepath.Glob(filepath.Join(tmpDir, "goalrun-*"))
+	for _, dir := range dirs {
+		st, err := os.Lstat(dir)
+		if err != nil || !st.IsDir() {
+			continue
+		}
+		b, err := readOwnerFile(dir)
+		if err != nil && (!errors.Is(err, fs.ErrNotExist) || !strings.HasPrefix(filepath.Base(dir), "goalrun-egress-")) {
+			continue // an egress folder of an older goalrun has none: judged by age
+		}
+		if !leftover(parseOwnerFile(b), st.ModTime()) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox: reap: removing %s: %w", dir, err))
+			continue
+		}
+		rep.Dirs = append(rep.Dirs, dir)
+	}
+	return rep, errors.Join(errs...)
+}
+
+// reapEngine removes the containers, networks and volumes of dead runs
+// (leftover decides) and records them in rep; it returns the errors.
+func reapEngine(ctx context.Context, cli DockerAPI, leftover func(map[string]string, time.Time) bool, rep *ReapReport) []error {
+	var errs []error
 	f := filters.NewArgs(filters.Arg("label", LabelRun))
 
 	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
@@ -145,24 +182,55 @@ func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host stri
 		}
 		rep.Volumes = append(rep.Volumes, v.Name)
 	}
+	return errs
+}
 
-	dirs, _ := filepath.Glob(filepath.Join(tmpDir, "goalrun-egress-*"))
-	for _, dir := range dirs {
-		st, err := os.Lstat(dir)
-		if err != nil || !st.IsDir() {
-			continue
-		}
-		b, _ := os.ReadFile(filepath.Join(dir, ownerFile))
-		if !leftover(parseOwnerFile(b), st.ModTime()) {
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("sandbox: reap: removing %s: %w", dir, err))
-			continue
-		}
-		rep.Dirs = append(rep.Dirs, dir)
+// readOwnerFile reads dir's owner file, never through a link and never
+// more than a page. A file this user did not write (another user's folder
+// named like goalrun's) is an error: such a folder is never removed on its
+// owner's behalf. (The folder itself may belong to the egress relay's
+// user; the owner file is goalrun's.)
+func readOwnerFile(dir string) ([]byte, error) {
+	f, err := os.OpenFile(filepath.Join(dir, ownerFile), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
 	}
-	return rep, errors.Join(errs...)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return nil, errors.New("written by another user")
+	}
+	return io.ReadAll(io.LimitReader(f, 4096))
+}
+
+// MkdirOwned makes a fresh folder in dir (os.TempDir() when "") named
+// prefix and a random suffix (prefix must start with "goalrun-"), with an
+// owner file naming this goalrun process, so that Reap removes it once the
+// process is gone: a goalrun killed outright (SIGKILL) leaves no copy of a
+// workspace behind for good. The folder is 0700.
+func MkdirOwned(dir, prefix string) (string, error) {
+	if !strings.HasPrefix(prefix, "goalrun-") {
+		return "", fmt.Errorf("sandbox: MkdirOwned: prefix %q must start with goalrun- (Reap looks for those)", prefix)
+	}
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	d, err := os.MkdirTemp(dir, prefix)
+	if err != nil {
+		return "", err
+	}
+	host, _ := os.Hostname()
+	if h := os.Getenv("HOSTNAME"); h != "" {
+		host = h
+	}
+	if err := os.WriteFile(filepath.Join(d, ownerFile), ownerFileContent(ownerLabel(ownerHost(host)), ""), 0o600); err != nil {
+		os.RemoveAll(d)
+		return "", err
+	}
+	return d, nil
 }
 
 // ownerFileContent is what an egress socket folder's owner file holds: the
@@ -191,8 +259,12 @@ func parseOwnerFile(b []byte) map[string]string {
 var containerID12 = regexp.MustCompile(`^[0-9a-f]{12}$`)
 
 // containerOwnerState checks an owner whose host name is a container's short
-// id on this Engine: gone or stopped means dead; running means alive (its
-// pid cannot be checked from here). Results are cached per host in seen.
+// id on this Engine: stopped means dead; running means alive (its pid
+// cannot be checked from here). No such container is unknown, never dead:
+// the owner may be a goalrun in a container of another Engine, or on a
+// host whose name merely looks like an id, sharing this Engine through
+// DOCKER_HOST (then the expiry label decides). Results are cached per host
+// in seen.
 func containerOwnerState(ctx context.Context, cli DockerAPI, owner string, seen map[string]ownerStatus) ownerStatus {
 	host, _, _ := strings.Cut(owner, "/")
 	host, _, _ = strings.Cut(host, "+") // the PID namespace (ownerHost)
@@ -205,8 +277,6 @@ func containerOwnerState(ctx context.Context, cli DockerAPI, owner string, seen 
 	st := ownerUnknown
 	c, err := cli.ContainerInspect(ctx, host)
 	switch {
-	case errdefs.IsNotFound(err):
-		st = ownerDead
 	case err == nil && c.ContainerJSONBase != nil && strings.HasPrefix(c.ID, host) && c.State != nil:
 		st = ownerDead
 		if c.State.Running {

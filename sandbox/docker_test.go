@@ -14,6 +14,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	dockertest.HelperMain() // this binary re-run as another user (dockertest.AsUser)
 	// What an earlier, killed test process left behind would collide with
 	// this run's fixed names: remove it first, as goalrun does at start-up.
 	if cli, err := sandbox.NewDockerClient(); err == nil {

@@ -507,11 +507,11 @@ func TestImageFilesAndHash(t *testing.T) {
 	if !sort.SliceIsSorted(files, func(i, j int) bool { return files[i].name < files[j].name }) {
 		t.Error("files are not in a stable order")
 	}
-	h1, _ := hashImage(files, strings.Join(imageChanges(), "\n"))
-	h2, _ := hashImage(files, strings.Join(imageChanges(), "\n"))
+	h1, _ := hashImage(files, strings.Join(imageChanges(ImageSpec{}), "\n"))
+	h2, _ := hashImage(files, strings.Join(imageChanges(ImageSpec{}), "\n"))
 	spec.UID = 1001
 	files2, _ := imageFiles(spec)
-	h3, _ := hashImage(files2, strings.Join(imageChanges(), "\n"))
+	h3, _ := hashImage(files2, strings.Join(imageChanges(ImageSpec{}), "\n"))
 	if h1 != h2 || h1 == h3 {
 		t.Errorf("hash must be stable and follow the content: %s %s %s", h1, h2, h3)
 	}
@@ -597,7 +597,11 @@ func TestReapDecisions(t *testing.T) {
 			c("elsewhere-fresh-expired", "otherhost/1/1", fresh, LabelExpires, fmt.Sprint(now.Add(-time.Second).Unix())),
 			c("in-live-container", liveCtr+"/7/1", old),
 			c("in-stopped-container", deadCtr+"/7/1", fresh),
+			// A 12-hex host name that is no container here: goalrun in a
+			// container of another Engine (DOCKER_HOST pointing at a shared
+			// one) — unknown, judged by age, never taken for dead.
 			c("in-gone-container", goneCtr+"/7/1", fresh),
+			c("gone-container-old", goneCtr+"/8/1", old),
 			c("no-owner-old", "", old),
 		},
 		networks: []network.Summary{
@@ -632,16 +636,42 @@ func TestReapDecisions(t *testing.T) {
 	expiredDir := dir("elsewhere-expired", ownerFileContent("otherhost/1/1", fmt.Sprint(now.Add(-time.Second).Unix())))
 	oldDir := dir("elsewhere-old-no-expiry", ownerFileContent("otherhost/1/1", ""))
 	noOwnerDir := dir("no-owner-file", nil)
+	// goalrun's other folders (MkdirOwned): a baseline copy of a dead run
+	// goes, a live one stays; a folder without an owner file (a demo's
+	// workspace) stays; so does one whose owner file another user wrote.
+	other := func(name string, content []byte, uid int) string {
+		p := filepath.Join(tmp, name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if content != nil {
+			if err := os.WriteFile(filepath.Join(p, ownerFile), content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if uid != os.Getuid() {
+				if err := os.Chown(filepath.Join(p, ownerFile), uid, uid); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return p
+	}
+	deadBaseline := other("goalrun-baseline-dead", ownerFileContent(deadHere, ""), os.Getuid())
+	other("goalrun-baseline-mine", ownerFileContent(me, ""), os.Getuid())
+	other("goalrun-demo-kept", nil, os.Getuid())
+	if os.Getuid() == 0 {
+		other("goalrun-baseline-not-mine", ownerFileContent(deadHere, ""), 4242)
+	}
 	rep, err := reap(context.Background(), f, 30*time.Minute, "thishost", now, tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
 		"container dead-here-fr", "container reused-pid00", "container elsewhere-ol", "container elsewhere-fr",
-		"container in-stopped-c", "container in-gone-cont", "container no-owner-old",
+		"container in-stopped-c", "container gone-contain", "container no-owner-old",
 		"network n1", "volume vol-old",
 	}
-	wantDirs := []string{deadDir, expiredDir, oldDir, noOwnerDir}
+	wantDirs := []string{deadDir, expiredDir, oldDir, noOwnerDir, deadBaseline}
 	sort.Strings(wantDirs)
 	gotDirs := append([]string(nil), rep.Dirs...)
 	sort.Strings(gotDirs)

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/docker/docker/api/types/container"
@@ -206,16 +207,24 @@ func (o ownedPaths) holds(rel string) bool {
 // (created, not yet started) agent container. Files are owned by the
 // sandbox user; symlinks are copied as symlinks, never followed; sockets,
 // devices and fifos are skipped, and so are the host-owned paths
-// (Config.HostOwned).
+// (Config.HostOwned); git configs are sanitized. The .git entries it
+// copies are recorded (gitEntries): copyOut never writes or removes them.
 func (d *Docker) copyIn(ctx context.Context) error {
 	owned, err := resolveHostOwned(d.cfg.Workspace, d.mountSrc, d.cfg.HostOwned)
 	if err != nil {
 		return err
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarTree(d.mountSrc, d.uid, d.gid, pw, owned)) }()
+	var gits []gitEntry
+	walked := make(chan struct{})
+	go func() {
+		defer close(walked)
+		pw.CloseWithError(tarTreeGit(d.mountSrc, d.uid, d.gid, pw, owned, func(g gitEntry) { gits = append(gits, g) }))
+	}()
 	err = d.cli.CopyToContainer(ctx, d.agentID, DockerRoot, pr, container.CopyToContainerOptions{})
 	pr.CloseWithError(err)
+	<-walked
+	d.gitEntries = gits
 	if err != nil {
 		return fmt.Errorf("sandbox: docker: copying the workspace %q into the sandbox: %w", d.mountSrc, err)
 	}
@@ -227,14 +236,26 @@ func (d *Docker) copyIn(ctx context.Context) error {
 // extracts into, and the sandbox's own root has no capabilities (a
 // privileged exec is refused: the bounding set is empty), so a throwaway
 // container does it: root with CAP_CHOWN only, no network, read-only root,
-// running the image's chown on that one folder.
+// running chown on those folders: the image's, or the host's through the
+// extra mounts (HostTools' system folders) when the image has no programs.
+//
+// The deps volume's root (Config.Setup) is given to the sandbox user by the
+// same container.
 func (d *Docker) chownVolumeRoot(ctx context.Context) error {
-	hc := d.hostConfig(network.NetworkNone, []mount.Mount{d.workspaceMount()})
+	var mounts []mount.Mount
+	var targets []string
+	if d.wsMode == WorkspaceCopy {
+		mounts, targets = append(mounts, d.workspaceMount()), append(targets, DockerRoot)
+	}
+	if deps := d.depsMount(false); deps != nil && !d.depsReused() {
+		mounts, targets = append(mounts, deps...), append(targets, DepsDir)
+	}
+	hc := d.hostConfig(network.NetworkNone, append(mounts, d.extraMnts...))
 	hc.CapAdd = []string{"CHOWN"}
 	cfg := &container.Config{
 		Image:      d.imageID,
 		Entrypoint: []string{},
-		Cmd:        []string{"chown", fmt.Sprintf("%d:%d", d.uid, d.gid), DockerRoot},
+		Cmd:        append([]string{"chown", fmt.Sprintf("%d:%d", d.uid, d.gid)}, targets...),
 		User:       "0:0",
 		Labels:     d.labels("chown"),
 	}
@@ -262,7 +283,7 @@ func (d *Docker) chownVolumeRoot(ctx context.Context) error {
 	select {
 	case st := <-waitC:
 		if st.StatusCode != 0 {
-			return fmt.Errorf("sandbox: docker: preparing the workspace volume: chown %d:%d %s exited %d", d.uid, d.gid, DockerRoot, st.StatusCode)
+			return fmt.Errorf("sandbox: docker: preparing the workspace volume: chown %d:%d %s exited %d", d.uid, d.gid, strings.Join(targets, " "), st.StatusCode)
 		}
 	case err := <-errC:
 		return fmt.Errorf("sandbox: docker: preparing the workspace volume: %w", err)
@@ -274,8 +295,15 @@ func (d *Docker) chownVolumeRoot(ctx context.Context) error {
 
 // tarTree writes dir as a tar stream: "./" first (so the volume's root gets
 // the owner), then every entry in lexical order, names relative to dir,
-// leaving out what owned covers.
+// leaving out what owned covers. Git config files (isGitConfigFile) go in
+// sanitized: the sandbox never gets the credentials a checkout left in them.
 func tarTree(dir string, uid, gid int, w io.Writer, owned ownedPaths) error {
+	return tarTreeGit(dir, uid, gid, w, owned, nil)
+}
+
+// tarTreeGit is tarTree that also hands every .git folder or file it
+// writes (not those inside another .git folder) to onGit, when not nil.
+func tarTreeGit(dir string, uid, gid int, w io.Writer, owned ownedPaths, onGit func(gitEntry)) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	tw := tar.NewWriter(bw)
 	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
@@ -306,9 +334,19 @@ func tarTree(dir string, uid, gid int, w io.Writer, owned ownedPaths) error {
 			} else {
 				hdr.Name += "/"
 			}
+		case info.Mode().IsRegular() && IsCopyTemp(e.Name()):
+			// A file a copy-out was writing: never the workspace's own;
+			// one a killed goalrun left is removed.
+			if StaleCopyTemp(e.Name()) {
+				_ = os.Remove(p)
+			}
+			return nil
 		case info.Mode().IsRegular():
 			hdr.Typeflag = tar.TypeReg
 			hdr.Size = info.Size()
+			if isGitConfigFile(name) {
+				return writeGitConfig(tw, hdr, p)
+			}
 		case info.Mode()&fs.ModeSymlink != 0:
 			target, err := os.Readlink(p)
 			if err != nil {
@@ -317,6 +355,9 @@ func tarTree(dir string, uid, gid int, w io.Writer, owned ownedPaths) error {
 			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
 		default:
 			return nil // sockets, devices, fifos stay behind
+		}
+		if onGit != nil && e.Name() == ".git" && name != "." && !isGitPath(path.Dir(name)) && hdr.Typeflag != tar.TypeSymlink {
+			onGit(gitEntry{rel: name, dir: info.IsDir()})
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
@@ -379,7 +420,10 @@ func (d *Docker) copyRelayIn(ctx context.Context) error {
 }
 
 // copyOut brings the sandbox's tree back into the host workspace after an
-// agent step (copy mode). The tree is hostile: every write goes through an
+// agent step (copy mode). Nothing at or under a .git path is ever written
+// or removed: the host's .git folders and files stay as they were (and the
+// folders above them stay folders), and a .git the agent made stays in the
+// sandbox. The tree is hostile: every write goes through an
 // os.Root on the workspace, so nothing lands outside it and no symlink is
 // followed; symlinks are recreated as symlinks; only regular files,
 // folders, symlinks and hardlinks inside the tree are taken, with
@@ -394,6 +438,9 @@ func (d *Docker) copyOut(ctx context.Context) error {
 	owned, err := resolveHostOwned(d.cfg.Workspace, d.mountSrc, d.cfg.HostOwned)
 	if err != nil {
 		return err
+	}
+	for _, g := range d.gitEntries {
+		owned[g.rel] = true
 	}
 	rc, _, err := d.cli.CopyFromContainer(ctx, d.agentID, DockerRoot+"/.")
 	if err != nil {
@@ -485,8 +532,8 @@ func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool,
 			prefix, first = archivePrefix(hdr.Name), false
 		}
 		rel, ok := archiveRel(hdr.Name, prefix)
-		if !ok || rel == "" {
-			continue
+		if !ok || rel == "" || isGitPath(rel) {
+			continue // .git never comes back to the host
 		}
 		if owned.covers(rel) || (hdr.Typeflag != tar.TypeDir && owned.holds(rel)) {
 			continue // goalrun's own file, or the folder holding it
@@ -604,27 +651,14 @@ func parentsAreFolders(root *os.Root, rel string) bool {
 }
 
 // writeFileIn creates name afresh (a new inode: a host hardlink sharing the
-// old one is never written through) with r's content.
+// old one is never written through) with r's content, written under a
+// temporary name renamed over name once whole: a copy cut short (a signal,
+// the Engine failing mid-archive) never leaves a part of a file at name.
 func writeFileIn(root *os.Root, name string, perm fs.FileMode, r io.Reader, hdr *tar.Header) error {
 	if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	if err := copySparse(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+	return replaceFile(root, name, nil, perm, bytes.NewReader(nil), r, hdr)
 }
 
 // syncFile brings the sandbox's version of a file (r, size equal to the
@@ -674,13 +708,13 @@ func syncFile(root *os.Root, name string, existing fs.FileInfo, raw, perm fs.Fil
 	return root.Chmod(name, perm)
 }
 
-// replaceFile writes head then tail into a new file next to name and
-// renames it over name (a new inode), with perm, hdr's modification time,
-// and existing's owner when goalrun runs as root.
+// replaceFile writes head then tail into a new file next to name
+// (copyTempName) and renames it over name (a new inode), with perm, hdr's
+// modification time, and existing's owner when goalrun runs as root
+// (existing nil: the folder's owner). On error the temporary file is
+// removed.
 func replaceFile(root *os.Root, name string, existing fs.FileInfo, perm fs.FileMode, head, tail io.Reader, hdr *tar.Header) error {
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(filepath.Dir(name), ".goalrun-copy-"+hex.EncodeToString(rnd[:]))
+	tmp := copyTempName(name)
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
@@ -706,6 +740,52 @@ func replaceFile(root *os.Root, name string, existing fs.FileInfo, perm fs.FileM
 		_ = root.Remove(tmp)
 	}
 	return err
+}
+
+// copyTempPrefix starts the name of a file copy-out is writing before it
+// is renamed into place.
+const copyTempPrefix = ".goalrun-copy-"
+
+// copyTempName is a fresh temporary name next to name: copyTempPrefix,
+// random hex, then this process's owner label (pid, start time, host; see
+// ownerLabel) so that what a killed run left can be told from a live
+// run's (StaleCopyTemp).
+func copyTempName(name string) string {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	return filepath.Join(filepath.Dir(name), copyTempPrefix+hex.EncodeToString(rnd[:])+"-"+copyTempOwner())
+}
+
+// copyTempOwner is this process's "<pid>-<start>-<owner host>".
+var copyTempOwner = sync.OnceValue(func() string {
+	host, _ := os.Hostname()
+	if h := os.Getenv("HOSTNAME"); h != "" {
+		host = h
+	}
+	pid := os.Getpid()
+	return fmt.Sprintf("%d-%d-%s", pid, procStart(pid), ownerHost(host))
+})
+
+// copyTempRe matches copyTempName's base names: pid, start time, host.
+var copyTempRe = regexp.MustCompile(`^\.goalrun-copy-[0-9a-f]{12}-([0-9]+)-([0-9]+)-(.+)$`)
+
+// IsCopyTemp reports whether base is the name of a file copy-out writes
+// before renaming it into place (any goalrun's, live or not).
+func IsCopyTemp(base string) bool { return copyTempRe.MatchString(base) }
+
+// StaleCopyTemp reports whether base names a file copy-out was writing
+// when its goalrun process (on this host, in this PID namespace) ended
+// before renaming it: a part of a file nobody will finish.
+func StaleCopyTemp(base string) bool {
+	m := copyTempRe.FindStringSubmatch(base)
+	if m == nil {
+		return false
+	}
+	host, _ := os.Hostname()
+	if h := os.Getenv("HOSTNAME"); h != "" {
+		host = h
+	}
+	return ownerState(m[3]+"/"+m[1]+"/"+m[2], ownerHost(host)) == ownerDead
 }
 
 // adoptOwner gives what copy-out created at name the owner of like (the
@@ -805,7 +885,7 @@ func removeUnseen(root *os.Root, seen map[string]bool, owned ownedPaths) error {
 		if e.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0 {
 			return nil // never copied in (tarTree leaves them behind), so never "deleted"
 		}
-		if owned.covers(p) {
+		if owned.covers(p) || isGitPath(p) {
 			if e.IsDir() {
 				return fs.SkipDir
 			}
@@ -965,4 +1045,28 @@ func (d *Docker) sweepSpecialBits() error {
 		}
 	}
 	return nil
+}
+
+// writeGitConfig writes the git config file p (its header hdr) into tw
+// sanitized (sanitizeGitConfig).
+func writeGitConfig(tw *tar.Writer, hdr *tar.Header, p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, gitConfigMax+1))
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if len(b) > gitConfigMax {
+		return fmt.Errorf("the git config %s is larger than %d bytes", p, gitConfigMax)
+	}
+	b, _ = sanitizeGitConfig(b)
+	hdr.Size = int64(len(b))
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err = tw.Write(b)
+	return err
 }

@@ -11,11 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // GoCacheTarget is where a warmed Go build cache is mounted (read-only) in
 // the sandbox; GoCacheMount returns the mount and its environment.
-const GoCacheTarget = "/opt/goalrun/gocache"
+const GoCacheTarget = MountRoot + "/gocache"
 
 // goWarmMarker marks a warmed cache folder as complete.
 const goWarmMarker = ".goalrun-warm"
@@ -53,19 +55,29 @@ func TestWarm(t *testing.T) {
 }
 `
 
-// goToolEnv is the environment the cache is warmed with; checks must build
-// with the same settings to hit it (GoCacheMount returns them).
+// goToolEnv is the environment the cache is warmed with, besides
+// CGO_ENABLED (cgoSetting); checks must build with the same settings to
+// hit it (GoCacheMount returns them).
 // GODEBUG=goindex=0 turns off the go command's package index, which it
 // would otherwise write into GOCACHE while loading packages and, on a
 // read-only cache, fail with "[setup failed]" (seen with Go 1.26); compiled
 // packages are read from the cache either way, and writes of new results
 // are dropped quietly.
-var goToolEnv = map[string]string{"CGO_ENABLED": "0", "GOFLAGS": "", "GOTOOLCHAIN": "local", "GODEBUG": "goindex=0"}
+var goToolEnv = map[string]string{"GOFLAGS": "", "GOTOOLCHAIN": "local", "GODEBUG": "goindex=0"}
+
+// cgoSetting is CGO_ENABLED's value for cgo.
+func cgoSetting(cgo bool) string {
+	if cgo {
+		return "1"
+	}
+	return "0"
+}
 
 // WarmGoCache returns a Go build cache folder under cacheRoot that holds the
-// standard library compiled by the toolchain at goroot (CGO_ENABLED=0, the
-// packages a typical test imports, testing included), building it the first
-// time for each toolchain version and place. Mounted read-only into the
+// standard library compiled by the toolchain at goroot (with CGO_ENABLED=1
+// when cgo, else 0: the steps must build with the same, see GoCacheMount;
+// the packages a typical test imports, testing included), building it the
+// first time for each toolchain version, place and cgo setting. Mounted read-only into the
 // sandbox at the same GOROOT path (GoCacheMount), it saves every fresh check
 // container from compiling the standard library again — Go uses an
 // unwritable cache for reading and builds what it lacks — while the agent
@@ -73,22 +85,31 @@ var goToolEnv = map[string]string{"CGO_ENABLED": "0", "GOFLAGS": "", "GOTOOLCHAI
 // host, in a temporary module of its own (never in the agent's tree),
 // offline (GOPROXY=off).
 //
-// The folder's name is a hash of `go env GOVERSION GOOS GOARCH` and goroot.
-// Errors name the go command that failed, with its output.
-func WarmGoCache(ctx context.Context, goroot, cacheRoot string) (string, error) {
+// The folder's name is a hash of `go env GOVERSION GOOS GOARCH`, goroot
+// and the cgo setting. Errors name the go command that failed, with its
+// output.
+func WarmGoCache(ctx context.Context, goroot, cacheRoot string, cgo bool) (string, error) {
 	gobin := filepath.Join(goroot, "bin", "go")
-	env := goEnv(goroot, "")
+	env := goEnv(goroot, "", cgo)
 	out, err := command(ctx, gobin, "", env, "env", "GOVERSION", "GOOS", "GOARCH")
 	if err != nil {
 		return "", fmt.Errorf("sandbox: go cache: %s env: %w", gobin, err)
 	}
-	sum := sha256.Sum256([]byte(out + "\x00" + goroot + "\x00CGO_ENABLED=0"))
+	sum := sha256.Sum256([]byte(out + "\x00" + goroot + "\x00CGO_ENABLED=" + cgoSetting(cgo)))
 	dir := filepath.Join(cacheRoot, "go-build-"+hex.EncodeToString(sum[:8]))
 	if _, err := os.Stat(filepath.Join(dir, goWarmMarker)); err == nil {
 		return dir, nil
 	}
 	if err := os.MkdirAll(cacheRoot, 0o755); err != nil {
 		return "", fmt.Errorf("sandbox: go cache: %w", err)
+	}
+	unlock, err := lockWarming(ctx, dir+".lock")
+	if err != nil {
+		return "", fmt.Errorf("sandbox: go cache: waiting for another goalrun warming %s: %w", dir, err)
+	}
+	defer unlock()
+	if _, err := os.Stat(filepath.Join(dir, goWarmMarker)); err == nil {
+		return dir, nil // warmed by another goalrun while this one waited
 	}
 	tmp, err := os.MkdirTemp(cacheRoot, "go-build-warming-")
 	if err != nil {
@@ -109,7 +130,7 @@ func WarmGoCache(ctx context.Context, goroot, cacheRoot string) (string, error) 
 			return "", fmt.Errorf("sandbox: go cache: %w", err)
 		}
 	}
-	if out, err := command(ctx, gobin, mod, goEnv(goroot, cache), "test", "-count=1", "./..."); err != nil {
+	if out, err := command(ctx, gobin, mod, goEnv(goroot, cache, cgo), "test", "-count=1", "./..."); err != nil {
 		return "", fmt.Errorf("sandbox: go cache: warming with %s test: %w\n%s", gobin, err, out)
 	}
 	// Readable by the sandbox user, whoever built it.
@@ -146,11 +167,47 @@ func WarmGoCache(ctx context.Context, goroot, cacheRoot string) (string, error) 
 	return dir, nil
 }
 
-// GoCacheMount returns the read-only mount of a cache WarmGoCache made and
-// the variables both step roles need to use it (Config.ToolEnv): GOCACHE,
-// and the settings it was built with.
-func GoCacheMount(dir string) (Mount, map[string]string) {
-	env := map[string]string{"GOCACHE": GoCacheTarget}
+// commandWaitDelay bounds the wait for a cancelled command's output pipes
+// (a process it started that still holds them).
+const commandWaitDelay = 5 * time.Second
+
+// warmPoll is how often a goalrun waiting for another's warming tries the
+// lock again.
+const warmPoll = 100 * time.Millisecond
+
+// lockWarming takes an exclusive flock(2) on path (made if missing), waiting
+// while another goalrun holds it, so that concurrent runs warm one cache
+// once instead of each compiling the standard library side by side. The
+// lock ends with the returned func, or with the process. It fails when ctx
+// ends first.
+func lockWarming(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("flock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(warmPoll):
+		}
+	}
+}
+
+// GoCacheMount returns the read-only mount of a cache WarmGoCache made
+// (with cgo as given there) and the variables both step roles need to use
+// it (Config.ToolEnv): GOCACHE, and the settings it was built with.
+func GoCacheMount(dir string, cgo bool) (Mount, map[string]string) {
+	env := map[string]string{"GOCACHE": GoCacheTarget, "CGO_ENABLED": cgoSetting(cgo)}
 	for k, v := range goToolEnv {
 		env[k] = v
 	}
@@ -158,8 +215,8 @@ func GoCacheMount(dir string) (Mount, map[string]string) {
 }
 
 // goEnv is a minimal environment for running the toolchain at goroot
-// offline, with cache as GOCACHE ("" leaves it unset).
-func goEnv(goroot, cache string) []string {
+// offline, with cache as GOCACHE ("" leaves it unset) and cgo's setting.
+func goEnv(goroot, cache string, cgo bool) []string {
 	home, _ := os.UserHomeDir()
 	if home == "" {
 		home = os.TempDir()
@@ -167,7 +224,7 @@ func goEnv(goroot, cache string) []string {
 	env := []string{
 		"PATH=" + filepath.Join(goroot, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"HOME=" + home,
-		"GOPROXY=off", "GO111MODULE=on",
+		"GOPROXY=off", "GO111MODULE=on", "CGO_ENABLED=" + cgoSetting(cgo),
 	}
 	for k, v := range goToolEnv {
 		env = append(env, k+"="+v)
@@ -181,6 +238,12 @@ func goEnv(goroot, cache string) []string {
 func command(ctx context.Context, bin, dir string, env []string, args ...string) (string, error) {
 	c := exec.CommandContext(ctx, bin, args...)
 	c.Dir, c.Env = dir, env
+	// The go command and the compilers it starts end with the context, and
+	// the go command with goalrun (Pdeathsig): a warming left behind by a
+	// killed goalrun would hold the machine's cores for minutes.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	c.WaitDelay = commandWaitDelay
 	out, err := c.CombinedOutput()
 	return string(out), err
 }

@@ -30,14 +30,14 @@ func TestWarmGoCacheInSandbox(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dir, err := sandbox.WarmGoCache(ctx, goroot, root)
+	dir, err := sandbox.WarmGoCache(ctx, goroot, root, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := sandbox.WarmGoCache(ctx, goroot, root); err != nil || again != dir {
+	if again, err := sandbox.WarmGoCache(ctx, goroot, root, false); err != nil || again != dir {
 		t.Fatalf("a second warm-up gave %q, %v; want the same folder reused", again, err)
 	}
-	mnt, env := sandbox.GoCacheMount(dir)
+	mnt, env := sandbox.GoCacheMount(dir, false)
 	env["PATH"] = filepath.Join(goroot, "bin") + ":" + sandbox.ImagePath
 
 	ws := dockertest.Workspace(t, testUID, testGID)

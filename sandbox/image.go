@@ -33,6 +33,15 @@ const ImageRepository = "goalrun-sandbox"
 // Config.Mounts entry) needs no further setup.
 const ImagePath = "/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// SystemPath is the usual system PATH (Debian's and most distributions'
+// default for a login): the PATH of a Bare image, and the tail of the PATH
+// HostTools gives steps.
+const SystemPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// HostImageRepository is the repository of the tag BuildImage gives a Bare
+// image when ImageSpec.Name is empty.
+const HostImageRepository = "goalrun-host"
+
 // ImageSpec describes a small sandbox image made only from files on this
 // machine (nothing is pulled): a static busybox with its applets, optionally
 // a real bash (Claude Code's Bash tool refuses busybox sh) and the shared
@@ -40,9 +49,18 @@ const ImagePath = "/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/u
 // bind-mounted, not copied), CA certificates, and /etc/passwd and
 // /etc/group entries for root and the sandbox user.
 type ImageSpec struct {
-	// Name is the repository of the tag; "" means ImageRepository. The tag
-	// is a hash of everything that goes into the image.
+	// Name is the repository of the tag; "" means ImageRepository (or
+	// HostImageRepository for a Bare image). The tag is a hash of
+	// everything that goes into the image.
 	Name string
+	// Bare makes an image that holds no programs at all: the generated
+	// /etc files (passwd, group, hosts, nsswitch.conf, mtab) and the
+	// folders the sandbox needs (/tmp, /workspace, HOME's mount point…),
+	// with PATH=SystemPath. The host's system folders are mounted over it
+	// read-only (HostTools), so it is made from nothing on this machine
+	// and works the same when goalrun itself runs in a container. Busybox,
+	// Bash, LibsFor, Files and CACerts are then not used.
+	Bare bool
 	// Busybox is a statically linked busybox; "" means /usr/bin/busybox
 	// (Debian's busybox-static).
 	Busybox string
@@ -99,23 +117,30 @@ type imageFile struct {
 // Errors name the host file or the Engine's complaint; a missing busybox
 // suggests installing Debian's busybox-static.
 func BuildImage(ctx context.Context, cli DockerAPI, spec ImageSpec) (string, error) {
+	cli = bounded(cli)
 	files, err := imageFiles(spec)
 	if err != nil {
 		return "", err
 	}
-	changes := imageChanges()
+	changes := imageChanges(spec)
 	sum, err := hashImage(files, strings.Join(changes, "\n"))
 	if err != nil {
 		return "", err
 	}
 	name := spec.Name
-	if name == "" {
+	switch {
+	case name != "":
+	case spec.Bare:
+		name = HostImageRepository
+	default:
 		name = ImageRepository
 	}
 	tag := sum[:16]
 	ref := name + ":" + tag
 	if _, err := cli.ImageInspect(ctx, ref); err == nil {
-		removeStaleImports(ctx, cli)
+		// Reused: the tidying of stale imports is left to the run's
+		// start-up reap (RemoveStaleImports), off the way to the first
+		// check.
 		return ref, nil
 	} else if !errdefs.IsNotFound(err) {
 		return "", fmt.Errorf("sandbox: image: inspecting %s: %w", ref, err)
@@ -148,22 +173,22 @@ func BuildImage(ctx context.Context, cli DockerAPI, spec ImageSpec) (string, err
 	if _, err := cli.ImageInspect(ctx, ref); err != nil {
 		return "", interrupted(fmt.Errorf("%s was not there after the import: %w", ref, err))
 	}
-	removeStaleImports(ctx, cli)
+	RemoveStaleImports(ctx, cli)
 	return ref, nil
 }
 
 // staleImportAge is how old an untagged image BuildImage made must be
-// before removeStaleImports removes it: the Engine tags an import
+// before RemoveStaleImports removes it: the Engine tags an import
 // microseconds after creating it, so an older untagged one is a leftover.
 var staleImportAge = time.Minute
 
-// removeStaleImports removes untagged images carrying the goalrun.image
+// RemoveStaleImports removes untagged images carrying the goalrun.image
 // label that are older than staleImportAge. They are what an import
 // interrupted after its whole stream reached the Engine leaves when a
 // second import of the same image ran meanwhile (the later tag wins).
-// Failures are ignored: this is tidying, and the next BuildImage tries
-// again.
-func removeStaleImports(ctx context.Context, cli DockerAPI) {
+// BuildImage calls it after an import; cmd's start-up reap calls it too.
+// Failures are ignored: this is tidying, and the next call tries again.
+func RemoveStaleImports(ctx context.Context, cli DockerAPI) {
 	f := filters.NewArgs(filters.Arg("dangling", "true"), filters.Arg("label", "goalrun.image"))
 	imgs, err := cli.ImageList(ctx, image.ListOptions{Filters: f})
 	if err != nil {
@@ -182,8 +207,12 @@ func removeStaleImports(ctx context.Context, cli DockerAPI) {
 
 // imageChanges is the configuration BuildImage gives its images, as
 // Dockerfile instructions the Engine applies on import (labels apart).
-func imageChanges() []string {
-	return []string{"ENV PATH=" + ImagePath, "WORKDIR " + DockerRoot, `CMD ["sh"]`}
+func imageChanges(spec ImageSpec) []string {
+	p := ImagePath
+	if spec.Bare {
+		p = SystemPath
+	}
+	return []string{"ENV PATH=" + p, "WORKDIR " + DockerRoot, `CMD ["sh"]`}
 }
 
 // labelChange is one LABEL instruction setting labels, keys sorted, keys and
@@ -241,6 +270,9 @@ func imageFiles(spec ImageSpec) ([]imageFile, error) {
 	if gid == 0 {
 		gid = DefaultGID
 	}
+	if spec.Bare {
+		return bareFiles(uid, gid), nil
+	}
 	busybox := spec.Busybox
 	if busybox == "" {
 		busybox = "/usr/bin/busybox"
@@ -295,11 +327,9 @@ func imageFiles(spec ImageSpec) ([]imageFile, error) {
 	if ca != "" {
 		add(imageFile{name: "/etc/ssl/certs/ca-certificates.crt", src: ca, mode: 0o644})
 	}
-	add(imageFile{name: "/etc/passwd", mode: 0o644, data: []byte(fmt.Sprintf(
-		"root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:goalrun sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n", uid, gid, DockerHome))})
-	add(imageFile{name: "/etc/group", mode: 0o644, data: []byte(fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", gid))})
-	add(imageFile{name: "/etc/nsswitch.conf", mode: 0o644, data: []byte("passwd: files\ngroup: files\nhosts: files\n")})
-	add(imageFile{name: "/etc/hosts", mode: 0o644, data: []byte("127.0.0.1 localhost\n::1 localhost\n")})
+	for _, f := range generatedEtc(uid, gid) {
+		add(f)
+	}
 	for dst, src := range spec.Files {
 		if !path.IsAbs(dst) {
 			return nil, fmt.Errorf("sandbox: image: file destination %q must be absolute", dst)
@@ -321,6 +351,37 @@ func imageFiles(spec ImageSpec) ([]imageFile, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
+}
+
+// generatedEtc are the /etc files every image gets: users root, the sandbox
+// user (uid:gid, HOME DockerHome) and nobody, their groups, a files-only
+// nsswitch.conf and a loopback-only hosts file.
+func generatedEtc(uid, gid int) []imageFile {
+	return []imageFile{
+		{name: "/etc/passwd", mode: 0o644, data: []byte(fmt.Sprintf(
+			"root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:goalrun sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n", uid, gid, DockerHome))},
+		{name: "/etc/group", mode: 0o644, data: []byte(fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", gid))},
+		{name: "/etc/nsswitch.conf", mode: 0o644, data: []byte("passwd: files\ngroup: files\nhosts: files\n")},
+		{name: "/etc/hosts", mode: 0o644, data: []byte("127.0.0.1 localhost\n::1 localhost\n")},
+	}
+}
+
+// bareFiles is a Bare image's root filesystem: folders and generated /etc
+// files, no program. /etc/mtab points at the kernel's mount table as on
+// every distribution (df, mount and Python's shutil read it).
+func bareFiles(uid, gid int) []imageFile {
+	var out []imageFile
+	for _, d := range []string{"/etc", "/home", "/run", "/sbin", "/var", "/proc", "/sys", "/dev", MountRoot, DockerRoot, DockerHome} {
+		out = append(out, imageFile{name: d, dir: true, mode: 0o755})
+	}
+	out = append(out,
+		imageFile{name: "/root", dir: true, mode: 0o700},
+		imageFile{name: "/tmp", dir: true, mode: 0o1777},
+		imageFile{name: "/var/tmp", dir: true, mode: 0o1777},
+		imageFile{name: "/etc/mtab", linkname: "../proc/self/mounts"})
+	out = append(out, generatedEtc(uid, gid)...)
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
 }
 
 // parents lists the folders above an absolute path, outermost first

@@ -123,12 +123,14 @@ func TestBuildImageInterruptedLeavesNoLayer(t *testing.T) {
 				t.Errorf("image config %+v, want WORKDIR %s, PATH %s, CMD sh and the goalrun.image label", ins.Config, sandbox.DockerRoot, sandbox.ImagePath)
 			}
 			// An import that got the whole stream may complete on the
-			// Engine after the second one tagged the image: the next
-			// BuildImage (which reuses the image) removes that leftover.
+			// Engine after the second one tagged the image: the tidying
+			// every run's start-up does (RemoveStaleImports, beside the
+			// reap of dead runs) removes that leftover.
 			defer sandbox.SetStaleImportAge(0)()
 			if _, err := sandbox.BuildImage(ctx2, cli, spec); err != nil {
 				t.Fatalf("BuildImage reusing the image: %v", err)
 			}
+			sandbox.RemoveStaleImports(ctx2, cli)
 			for _, id := range dangling() {
 				if slices.Contains(before, id) {
 					continue

@@ -28,7 +28,7 @@ const KillGrace = 2 * time.Second
 const pipeGrace = time.Second
 
 // proxyEnv are the variables that route traffic through a proxy; check steps
-// never get them (sandbox.md, "Steps": no proxy settings for the check).
+// never get them (docs/security.md, "Steps": no proxy settings for a check).
 var proxyEnv = []string{
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
 	"http_proxy", "https_proxy", "all_proxy", "no_proxy",
@@ -46,12 +46,21 @@ type Local struct {
 	hostEnv  func(string) (string, bool)
 	agentEnv []string
 	checkEnv []string
+	setupEnv []string
 	posture  Posture
+	// filesEnv points agent steps at the agent files' folders (filesDirs,
+	// removed by Close).
+	filesEnv  map[string]string
+	filesDirs []string
 
 	mu      sync.Mutex
 	closed  bool
 	running map[*localStep]struct{}
 	wg      sync.WaitGroup // running steps
+	// since is the start (clock ticks after boot) of the earliest step
+	// since the last sweep (0: none): the sweep after the last running step
+	// ends what started since then (endStrays).
+	since uint64
 }
 
 var _ Sandbox = (*Local)(nil)
@@ -95,16 +104,36 @@ func StartLocal(ctx context.Context, cfg Config, opts ...LocalOption) (*Local, e
 	if !st.IsDir() {
 		return nil, fmt.Errorf("sandbox: local: workspace %q is not a directory", cfg.Workspace)
 	}
+	// No mount policy here (the host is no boundary), but an agent let
+	// loose in a container engine's data would rewrite other containers.
+	home, _ := os.UserHomeDir()
+	if err := CheckEngineData(root, home, ""); err != nil {
+		return nil, err
+	}
 	for k := range cfg.ToolEnv {
 		if _, secret := cfg.Secrets[k]; secret || slices.Contains(proxyEnv, k) || k == "HOME" || upstreamKeyEnv(cfg, k) {
 			return nil, fmt.Errorf("sandbox: local: Config.ToolEnv %s: a secret, a proxy setting or HOME cannot go into every step (check steps get neither)", k)
 		}
 	}
+	if err := checkSetupEnv(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkAgentFiles(cfg.AgentFiles, ""); err != nil {
+		return nil, err
+	}
+	if err := becomeSubreaper(); err != nil {
+		return nil, err
+	}
 	l := &Local{cfg: cfg, root: root, hostEnv: os.LookupEnv, running: map[*localStep]struct{}{}}
 	for _, o := range opts {
 		o(l)
 	}
-	l.agentEnv, l.checkEnv = l.buildEnv()
+	env, dirs, err := writeLocalAgentFiles(cfg.AgentFiles)
+	if err != nil {
+		return nil, err
+	}
+	l.filesEnv, l.filesDirs = env, dirs
+	l.agentEnv, l.checkEnv, l.setupEnv = l.buildEnv()
 	l.posture = l.buildPosture()
 	return l, nil
 }
@@ -119,14 +148,16 @@ func upstreamKeyEnv(cfg Config, k string) bool {
 	return false
 }
 
-// buildEnv returns the base environments (sorted KEY=VALUE) of agent and
-// check steps. Agent steps: the allowlisted host variables, then
+// buildEnv returns the base environments (sorted KEY=VALUE) of agent,
+// check and setup steps. Agent steps: the allowlisted host variables, then
 // Config.ToolEnv, then Config.Env, then each upstream's base URL and real
 // key (there is no proxy locally), then Config.Secrets. Check steps: the
 // allowlisted host variables minus any proxy variable and any name that
 // carries a secret, then Config.ToolEnv (which StartLocal checked holds
-// neither).
-func (l *Local) buildEnv() (agent, check []string) {
+// neither), then Config.Setup.CheckEnv. Setup steps: the check's host
+// variables plus the host's proxy variables (they download), then
+// Config.ToolEnv and Config.Setup.Env.
+func (l *Local) buildEnv() (agent, check, setup []string) {
 	pass := l.cfg.PassEnv
 	if pass == nil {
 		pass = DefaultPassEnv
@@ -157,6 +188,9 @@ func (l *Local) buildEnv() (agent, check []string) {
 	for k, v := range l.cfg.Env {
 		a[k] = v
 	}
+	for k, v := range l.filesEnv {
+		a[k] = v
+	}
 	for _, u := range l.cfg.Upstreams {
 		if u.BaseURLEnv != "" && u.URL != "" {
 			a[u.BaseURLEnv] = u.URL
@@ -179,7 +213,22 @@ func (l *Local) buildEnv() (agent, check []string) {
 	for k, v := range l.cfg.ToolEnv {
 		c[k] = v
 	}
-	return envList(a), envList(c)
+	su := map[string]string{}
+	for k, v := range c {
+		su[k] = v
+	}
+	for _, k := range proxyEnv {
+		if v, ok := l.hostEnv(k); ok && !secretNames[k] {
+			su[k] = v
+		}
+	}
+	for k, v := range l.cfg.Setup.Env {
+		su[k] = v
+	}
+	for k, v := range l.cfg.Setup.CheckEnv {
+		c[k] = v
+	}
+	return envList(a), envList(c), envList(su)
 }
 
 func envList(m map[string]string) []string {
@@ -205,6 +254,7 @@ func (l *Local) buildPosture() Posture {
 			secrets = append(secrets, u.KeyEnv)
 		}
 	}
+	secrets = append(secrets, gitCredentialNames(l.root)...)
 	sort.Strings(secrets)
 	var notice *string
 	if l.cfg.FallbackNotice != "" {
@@ -217,9 +267,11 @@ func (l *Local) buildPosture() Posture {
 		Tier:             TierLocal,
 		Root:             l.root,
 		Workspace:        WorkspaceHost,
+		CheckView:        CheckViewWorkspace,
 		User:             strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid()),
 		CapDrop:          []string{},
 		SecretsInSandbox: secrets,
+		ModelGateway:     gatewayOf(l.cfg.Upstreams),
 		FallbackNotice:   notice,
 	}
 }
@@ -241,9 +293,10 @@ func (l *Local) Root() string { return l.root }
 
 // localStep is one running step's process group and how to stop it.
 type localStep struct {
-	pgid int
-	stop chan struct{} // closed by Close: kill the step
-	once sync.Once
+	pgid  int
+	start uint64        // the leader's start time (stepStart)
+	stop  chan struct{} // closed by Close: kill the step
+	once  sync.Once
 }
 
 func (s *localStep) kill() { s.once.Do(func() { close(s.stop) }) }
@@ -270,8 +323,11 @@ func (l *Local) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 		return Result{}, err
 	}
 	base := l.agentEnv
-	if cmd.Role == RoleCheck {
+	switch cmd.Role {
+	case RoleCheck:
 		base = l.checkEnv
+	case RoleSetup:
+		base = l.setupEnv
 	}
 	env := mergeEnv(base, cmd.Env)
 	path, err := lookPath(cmd.Args[0], envValue(env, "PATH"), dir)
@@ -288,13 +344,32 @@ func (l *Local) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	l.running[step] = struct{}{}
 	l.wg.Add(1)
 	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		delete(l.running, step)
+	defer l.wg.Done()
+	return runLocalStep(ctx, step, cmd, path, dir, env, l.stepEnded)
+}
+
+// stepEnded takes the ended step out of the running ones and, when it was
+// the last, ends every process the steps since the last sweep started that
+// outlived them (endStrays; goalrun is a child subreaper, so a setsid
+// daemon is among them), sparing the processes goalrun keeps on purpose
+// (KeepProcess). An error means something the step started is still alive.
+func (l *Local) stepEnded(step *localStep) error {
+	l.mu.Lock()
+	delete(l.running, step)
+	if step.start != 0 && (l.since == 0 || step.start < l.since) {
+		l.since = step.start
+	}
+	if len(l.running) > 0 || l.since == 0 {
 		l.mu.Unlock()
-		l.wg.Done()
-	}()
-	return runLocalStep(ctx, step, cmd, path, dir, env)
+		return nil
+	}
+	since := l.since
+	l.since = 0
+	l.mu.Unlock()
+	return endStrays(since, func(pid int) bool {
+		_, kept := keptProcesses.Load(pid)
+		return kept
+	})
 }
 
 // stepDir resolves Cmd.Dir inside the workspace; a path that leaves it
@@ -316,8 +391,10 @@ func (l *Local) stepDir(rel string) (string, error) {
 	return real, nil
 }
 
-// runLocalStep starts the process, streams its output and waits for it.
-func runLocalStep(ctx context.Context, step *localStep, cmd Cmd, path, dir string, env []string) (Result, error) {
+// runLocalStep starts the process, streams its output and waits for it;
+// ended (the Local's stepEnded) runs once the step's process group is dead,
+// before its output is drained, and its error is the step's.
+func runLocalStep(ctx context.Context, step *localStep, cmd Cmd, path, dir string, env []string, ended func(*localStep) error) (Result, error) {
 	fwdOut, fwdErr := StepWriters(cmd.Stdout, cmd.Stderr)
 	outTail := NewTailWriter(fwdOut, TailBytes)
 	errTail := NewTailWriter(fwdErr, TailBytes)
@@ -357,20 +434,30 @@ func runLocalStep(ctx context.Context, step *localStep, cmd Cmd, path, dir strin
 		Stdin:  stdin,
 		Stdout: outW,
 		Stderr: errW,
-		// Setpgid: the step and its children form one group, killed as a
-		// whole. Pdeathsig: if goalrun itself dies, the kernel kills the
-		// step's leader (goalrun never locks OS threads, so "the creating
-		// thread dies" only happens with the process).
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		// Setsid: the step and its children form one group (and one
+		// session, which nothing it starts can leave for goalrun's own:
+		// the sweep tells them apart by it), killed as a whole.
+		// Pdeathsig: if goalrun itself dies, the kernel kills the step's
+		// leader (goalrun never locks OS threads, so "the creating thread
+		// dies" only happens with the process).
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	start := time.Now()
+	// A sweep reads the process table and kills under stepsMu: the step's
+	// new session is live before any sweep can see its leader.
+	stepsMu.Lock()
 	startErr := c.Start()
+	if startErr == nil {
+		liveSteps.Store(c.Process.Pid, true) // its session id: the leader's pid
+	}
+	stepsMu.Unlock()
 	outW.Close() // the child holds its own copies now
 	errW.Close()
 	if inR != nil {
 		inR.Close()
 	}
 	if startErr != nil {
+		ended(step) // nothing started: nothing to sweep for this step
 		outR.Close()
 		errR.Close()
 		if inW != nil {
@@ -384,6 +471,7 @@ func runLocalStep(ctx context.Context, step *localStep, cmd Cmd, path, dir strin
 		return Result{}, fmt.Errorf("sandbox: local: starting %s step %q: %w: %w", cmd.Role, cmd.Args[0], ErrNotStarted, startErr)
 	}
 	step.pgid = c.Process.Pid
+	step.start = stepStart(c.Process.Pid) // not reaped before c.Wait
 
 	var copies sync.WaitGroup
 	copies.Add(2)
@@ -410,17 +498,20 @@ func runLocalStep(ctx context.Context, step *localStep, cmd Cmd, path, dir strin
 	case <-waited:
 	case <-timer:
 		res.TimedOut = true
-		killGroup(step.pgid, waited)
+		killGroup(step.pgid, waited, killGrace(ctx))
 	case <-ctx.Done():
 		res.Cancelled = true
-		killGroup(step.pgid, waited)
+		killGroup(step.pgid, waited, killGrace(ctx))
 	case <-step.stop:
 		res.Cancelled = true
-		killGroup(step.pgid, waited)
+		killGroup(step.pgid, waited, killGrace(ctx))
 	}
 	res.Duration = time.Since(start)
-	// Whatever the step left behind in its group dies with it.
+	// Whatever the step left behind in its group dies with it, and so
+	// does whatever left the group (setsid) and outlived it.
 	_ = syscall.Kill(-step.pgid, syscall.SIGKILL)
+	liveSteps.Delete(step.pgid)
+	sweepErr := ended(step)
 	if inW != nil {
 		inW.Close() // unblocks a stdin copy still writing
 	}
@@ -441,14 +532,15 @@ func runLocalStep(ctx context.Context, step *localStep, cmd Cmd, path, dir strin
 	res.ExitCode = exitCode(c.ProcessState)
 	res.Stdout = outTail.Output()
 	res.Stderr = errTail.Output()
-	return res, nil
+	return res, sweepErr
 }
 
-// killGroup sends SIGTERM to the group, SIGKILL after KillGrace, and waits
-// for the group's leader to be reaped.
-func killGroup(pgid int, waited <-chan error) {
+// killGroup sends SIGTERM to the group, SIGKILL after grace (KillGrace, or
+// InterruptGrace once the run was interrupted), and waits for the group's
+// leader to be reaped.
+func killGroup(pgid int, waited <-chan error, grace time.Duration) {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	t := time.NewTimer(KillGrace)
+	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-waited:
@@ -542,10 +634,57 @@ func (l *Local) Close(ctx context.Context) error {
 	l.mu.Unlock()
 	done := make(chan struct{})
 	go func() { l.wg.Wait(); close(done) }()
+	defer func() {
+		for _, d := range l.filesDirs {
+			os.RemoveAll(d)
+		}
+	}()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// gitCredentialNames names the git config files that hold credentials
+// (sanitizeGitConfig: an http.<url>.extraheader, a credential section, a
+// token-named variable, user:password@ in a URL) which a step on the local
+// host can read: those of every repository in root and of the repository
+// root lies in. The Docker sandbox hides them; the local host cannot, so the
+// posture names each as "git-config:PATH" (PATH relative to root, slashes)
+// in secrets_in_sandbox. Unreadable folders are skipped: a step running as
+// this user could not read them either.
+func gitCredentialNames(root string) []string {
+	var names []string
+	if _, configs, err := findGit(root); err == nil {
+		for _, c := range configs {
+			names = append(names, "git-config:"+c.rel)
+		}
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return names
+	}
+	up := ".."
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if fi, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			if !fi.IsDir() {
+				break // a linked worktree or submodule: its config lives in another repository
+			}
+			if r, err := os.OpenRoot(dir); err == nil {
+				configs, _ := sanitizedConfigs(r, ".git")
+				r.Close()
+				for _, c := range configs {
+					names = append(names, "git-config:"+up+"/"+c.rel)
+				}
+			}
+			break // the enclosing repository; those above it are other trees
+		}
+		if dir == filepath.Dir(dir) {
+			break
+		}
+		up += "/.."
+	}
+	return names
 }

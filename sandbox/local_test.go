@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,7 +66,7 @@ func TestLocalPosture(t *testing.T) {
 			name: "explicit local, no secrets",
 			cfg:  sandbox.Config{Workspace: dir},
 			want: sandbox.Posture{Mode: "local", Network: sandbox.NetworkHost, Tier: sandbox.TierLocal, Root: real,
-				Workspace: sandbox.WorkspaceHost, User: user, CapDrop: []string{}, SecretsInSandbox: []string{}},
+				Workspace: sandbox.WorkspaceHost, CheckView: sandbox.CheckViewWorkspace, User: user, CapDrop: []string{}, SecretsInSandbox: []string{}},
 		},
 		{
 			name: "fallback with a secret and an upstream key",
@@ -73,7 +74,7 @@ func TestLocalPosture(t *testing.T) {
 				Secrets:   map[string]string{"GITHUB_TOKEN": "ghp_x", "EMPTY": ""},
 				Upstreams: []sandbox.Upstream{{URL: "https://api.anthropic.com", BaseURLEnv: "ANTHROPIC_BASE_URL", KeyEnv: "ANTHROPIC_API_KEY", Key: "sk-ant"}}},
 			want: sandbox.Posture{Mode: "local", Network: sandbox.NetworkHost, Tier: sandbox.TierLocal, Root: real,
-				Workspace: sandbox.WorkspaceHost, User: user, CapDrop: []string{},
+				Workspace: sandbox.WorkspaceHost, CheckView: sandbox.CheckViewWorkspace, User: user, CapDrop: []string{},
 				SecretsInSandbox: []string{"ANTHROPIC_API_KEY", "GITHUB_TOKEN"}, FallbackNotice: &notice},
 		},
 	}
@@ -258,5 +259,41 @@ func TestLocalArgumentTooLargeIsNotNotFound(t *testing.T) {
 	_, err = sb.Exec(t.Context(), sandbox.Cmd{Args: []string{"true", strings.Repeat("x", 200_000)}})
 	if err == nil || errors.Is(err, sandbox.ErrNotStarted) || !strings.Contains(err.Error(), "too large") {
 		t.Errorf("err = %v; want a plain error saying the arguments are too large", err)
+	}
+}
+
+// TestLocalPostureNamesGitCredentials: a step on the local host can read
+// the token actions/checkout persists in .git/config (the Docker sandbox
+// hides it; the host cannot), so the posture names every git config that
+// holds a credential — the workspace's repositories and the one it lies
+// in — and only those.
+func TestLocalPostureNamesGitCredentials(t *testing.T) {
+	repo := t.TempDir()
+	write := func(rel, body string) {
+		p := filepath.Join(repo, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".git/config", "[core]\n\tbare = false\n[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3NlY3JldA==\n")
+	write("app/vendor/lib/.git/config", "[remote \"origin\"]\n\turl = https://user:ghp_secret@github.com/o/lib.git\n")
+	write("app/clean/.git/config", "[core]\n\tbare = false\n")
+	sb, err := sandbox.StartLocal(t.Context(), sandbox.Config{Workspace: filepath.Join(repo, "app")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(t.Context())
+	p := sb.Posture()
+	want := []string{"git-config:../.git/config", "git-config:vendor/lib/.git/config"}
+	if !slices.Equal(p.SecretsInSandbox, want) {
+		t.Errorf("secrets_in_sandbox = %q, want %q", p.SecretsInSandbox, want)
+	}
+	for _, s := range p.SecretsInSandbox {
+		if strings.Contains(s, "ghp_secret") || strings.Contains(s, "eC1h") {
+			t.Errorf("a credential's value in the posture: %q", s)
+		}
 	}
 }

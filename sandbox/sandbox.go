@@ -69,12 +69,25 @@ const (
 	// secrets and no proxy settings, so nothing the agent left running can
 	// tamper with the verdict.
 	RoleCheck
+	// RoleSetup is a setup step (--setup and the detected defaults): it
+	// runs before the first check, on the untouched workspace, to prepare
+	// dependencies. It gets no secrets and no model API; its network is
+	// what preparing needs: in Docker a fresh container of its own whose
+	// egress proxy allows only Config.Setup.AllowHosts, writing the deps
+	// volume (Config.Setup.Env points the tools at it) and, where the
+	// sandbox supports it, a kept layer under the checks' view of the
+	// tree; on the local host the host's network, in the workspace.
+	// Setup steps must come before any check or agent step.
+	RoleSetup
 )
 
-// String returns "agent" or "check".
+// String returns "agent", "check" or "setup".
 func (r Role) String() string {
-	if r == RoleCheck {
+	switch r {
+	case RoleCheck:
 		return "check"
+	case RoleSetup:
+		return "setup"
 	}
 	return "agent"
 }
@@ -107,7 +120,7 @@ type Cmd struct {
 func Shell(script string) []string { return []string{"sh", "-c", script} }
 
 // TailBytes is how much of each output stream a Result keeps: the last 65536
-// bytes (sandbox.md, "Steps").
+// bytes (docs/security.md, "Steps").
 const TailBytes = 64 << 10
 
 // Result is how a step ended.
@@ -126,6 +139,9 @@ type Result struct {
 	// OOMKilled is true when the kernel killed the step for exceeding the
 	// sandbox's memory limit.
 	OOMKilled bool
+	// Reused is true for a setup step that did not run: an earlier run
+	// prepared its outputs under the same key (SetupConfig.Key).
+	Reused bool
 }
 
 // Output is the bounded tail of one output stream.

@@ -4,7 +4,7 @@ import (
 	"strings"
 )
 
-// ComputeTier returns the tier of an observed posture (sandbox.md, "Tier"),
+// ComputeTier returns the tier of an observed posture (docs/security.md, "Tier"),
 // weakest first: TierLocal for anything that is not a Docker sandbox;
 // TierContainer when some default hardening is missing (see
 // MissingHardening); TierWorkspaceWrite when the hardening holds but the
@@ -25,7 +25,7 @@ func ComputeTier(p Posture) string {
 	return TierWorkspaceWrite
 }
 
-// MissingHardening lists, in a fixed order, the sandbox.md defaults an
+// MissingHardening lists, in a fixed order, the defaults (docs/security.md) an
 // observed Docker posture lacks: "read_only_rootfs", "cap_drop", "no_new_privileges",
 // "seccomp", "pids_limit", "memory_bytes", "nano_cpus", "user" (root or
 // unknown), "privileged". nil means every default holds.

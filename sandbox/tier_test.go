@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// hardened is a Docker posture where every sandbox.md default holds.
+// hardened is a Docker posture where every default of docs/security.md holds.
 func hardened(network Network, secrets ...string) Posture {
 	return Posture{
 		Mode: "docker", Network: network, ReadOnlyRootfs: true, CapDrop: []string{"ALL"},

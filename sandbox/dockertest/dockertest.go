@@ -10,10 +10,13 @@ package dockertest
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -80,6 +83,33 @@ func Image(t testing.TB, cli sandbox.DockerAPI) string {
 		t.Fatalf("building the test image: %v", imageErr)
 	}
 	return imageRef
+}
+
+var (
+	hostOnce  sync.Once
+	hostImage string
+	hostTools sandbox.HostToolchain
+	hostErr   error
+)
+
+// HostTools returns the default sandbox's image (sandbox.ImageSpec's Bare
+// image) and what sandbox.HostTools finds on the Engine's host with this
+// process's environment, once per test process.
+func HostTools(t testing.TB, cli sandbox.DockerAPI) (string, sandbox.HostToolchain) {
+	t.Helper()
+	hostOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		hostImage, hostErr = sandbox.BuildImage(ctx, cli, sandbox.ImageSpec{Bare: true, Labels: map[string]string{"goalrun.test": "1"}})
+		if hostErr != nil {
+			return
+		}
+		hostTools, hostErr = sandbox.HostTools(ctx, cli, sandbox.HostToolsOptions{Image: hostImage})
+	})
+	if hostErr != nil {
+		t.Fatalf("the host tools image: %v", hostErr)
+	}
+	return hostImage, hostTools
 }
 
 // ClaudeBinary returns the real Claude Code binary (symlinks resolved) named
@@ -170,7 +200,8 @@ func Chown(t testing.TB, dir string, uid, gid int) {
 }
 
 // RunID returns a run id for a test: "goalrun-test-" and the test's name,
-// lower case, made label-safe.
+// lower case, made label-safe, then the test process's pid, so the same test
+// run by two processes at once on one Engine never shares container names.
 func RunID(t testing.TB) string {
 	name := strings.ToLower(t.Name())
 	var b strings.Builder
@@ -186,5 +217,33 @@ func RunID(t testing.TB) string {
 	if len(id) > 100 {
 		id = id[:100]
 	}
-	return id
+	return id + "-" + strconv.Itoa(os.Getpid())
+}
+
+// RegistryNets returns, as single-address blocks, where hosts resolve on
+// this machine, for Config.EgressAllowNets (the GOALRUN_EGRESS_ALLOW_NETS
+// of a test): on a CI machine whose package registries answer at a private
+// or documentation address (a mirror), the egress proxy refuses them
+// unless named. Loopback, link-local, multicast and unspecified answers
+// are left out (no setting can open them). A name that does not resolve
+// skips the test: the registry is not reachable from here.
+func RegistryNets(t testing.TB, hosts ...string) []netip.Prefix {
+	t.Helper()
+	var out []netip.Prefix
+	for _, h := range hosts {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
+		cancel()
+		if err != nil || len(addrs) == 0 {
+			t.Skipf("the registry %s does not resolve on this machine (%v): nothing to download from", h, err)
+		}
+		for _, a := range addrs {
+			a = a.Unmap()
+			if a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsUnspecified() || a.IsInterfaceLocalMulticast() {
+				continue
+			}
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
 }

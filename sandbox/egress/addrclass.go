@@ -1,6 +1,10 @@
 package egress
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
 
 // Address classes a destination may not be in. They name the reason in a
 // denial ("169.254.169.254:80 (IP literal, link-local)").
@@ -94,4 +98,75 @@ func classify(addr netip.Addr) string {
 		}
 	}
 	return ""
+}
+
+// neverAllowed are the classes Config.AllowNets cannot open.
+var neverAllowed = map[string]bool{classLoopback: true, classLinkLocal: true, classMulticast: true, classUnspecified: true}
+
+// checkAllowNets refuses a Config.AllowNets block that is not a valid
+// prefix, is written as IPv4-mapped IPv6, or overlaps a class that is never
+// reachable (or an IPv6 block that embeds IPv4 addresses).
+func checkAllowNets(nets []netip.Prefix) error {
+	for _, n := range nets {
+		if !n.IsValid() {
+			return fmt.Errorf("egress: allowed network %v is not a valid address block", n)
+		}
+		if n.Addr().Is4In6() {
+			return fmt.Errorf("egress: allowed network %s is IPv4-mapped; write the IPv4 block", n)
+		}
+		n = n.Masked()
+		for _, list := range [][]refusedPrefix{refusedV4, refusedV6} {
+			for _, r := range list {
+				if neverAllowed[r.class] && r.prefix.Overlaps(n) {
+					return fmt.Errorf("egress: allowed network %s overlaps %s (%s addresses are never reachable from a sandbox); name the registry's block alone", n, r.prefix, r.class)
+				}
+			}
+		}
+		for _, p := range []netip.Prefix{nat64Prefix, sixToFour} {
+			if p.Overlaps(n) {
+				return fmt.Errorf("egress: allowed network %s overlaps %s, which embeds IPv4 addresses; name the IPv4 block instead", n, p)
+			}
+		}
+	}
+	return nil
+}
+
+// inAllowedNet reports whether ip, of refused class, lies in a
+// Config.AllowNets block and its class may be opened.
+func (p *Proxy) inAllowedNet(ip netip.Addr, class string) bool {
+	if neverAllowed[class] {
+		return false
+	}
+	for _, n := range p.cfg.AllowNets {
+		if n.Masked().Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolvedPrefix starts the reason of a denial whose allowed name resolved
+// into a refused class (see Proxy's resolution): "resolves to IP (class)".
+const resolvedPrefix = "resolves to "
+
+// OpenableByAllowNets reports whether a denial, in its posture form "dest
+// (reason)" (Denial.String), refused an allowed name only because it
+// resolved into a private, CGNAT or reserved address, which an operator may
+// open with Config.AllowNets (GOALRUN_EGRESS_ALLOW_NETS, README "A registry
+// mirror at a private or special address"); addr is that address. A
+// loopback, link-local, multicast or unspecified resolution is never
+// openable, and neither is any other reason.
+func OpenableByAllowNets(denial string) (addr string, ok bool) {
+	i := strings.Index(denial, " ("+resolvedPrefix)
+	if i < 0 || !strings.HasSuffix(denial, "))") {
+		return "", false
+	}
+	rest := strings.TrimSuffix(denial[i+len(" ("+resolvedPrefix):], ")")
+	ip, class, found := strings.Cut(rest, " (")
+	class = strings.TrimSuffix(class, ")")
+	a, err := netip.ParseAddr(ip)
+	if !found || err != nil || class != classify(a) || class == "" || neverAllowed[class] {
+		return "", false
+	}
+	return ip, true
 }

@@ -28,12 +28,21 @@ type wildEntry struct {
 }
 
 // parseAllowlist parses entries ("host[:port]" or "*.suffix[:port]"; port 443
-// when absent). It refuses IP literals, "localhost", wildcards over fewer
+// when absent; a preset's name stands for its hosts, see Presets). It refuses IP literals, "localhost", wildcards over fewer
 // than two labels and anything parseAuthority refuses, naming the entry.
 func parseAllowlist(entries []string) (allowlist, error) {
 	al := allowlist{exact: map[string]bool{}}
 	var errs []error
 	for i, raw := range entries {
+		if hosts, ok := PresetHosts(raw); ok {
+			for _, h := range hosts {
+				if !slices.Contains(al.entries, h) {
+					al.entries = append(al.entries, h)
+					al.exact[h] = true
+				}
+			}
+			continue
+		}
 		norm, wild, err := parseAllowEntry(raw)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("egress allowlist entry %d %q: %w", i+1, raw, err))
@@ -59,7 +68,13 @@ func parseAllowlist(entries []string) (allowlist, error) {
 // over a single label and malformed names are refused). Callers that take
 // the allowlist from users (flags, YAML, action inputs) use it to report a
 // bad entry as a startup error before any sandbox starts.
+//
+// A preset's name (Presets: "go", "npm", "pypi" …) is returned as the name,
+// in lower case; it stands for the preset's hosts.
 func ParseAllowEntry(s string) (string, error) {
+	if _, ok := PresetHosts(s); ok {
+		return strings.ToLower(strings.TrimSpace(s)), nil
+	}
 	norm, _, err := parseAllowEntry(s)
 	return norm, err
 }

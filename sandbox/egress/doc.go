@@ -1,5 +1,5 @@
 // Package egress is goalrun's network boundary for sandboxes in the "egress"
-// mode (sandbox.md, "Network"): a forward proxy that lets the sandbox reach
+// mode (docs/security.md, "Network modes"): a forward proxy that lets the sandbox reach
 // only allowlisted host:port pairs, a reverse proxy per model API that puts
 // the real key on requests upstream (so the sandbox only ever holds a dummy
 // key), and the relay that runs inside the network-less container and
@@ -69,6 +69,27 @@
 // few path prefixes (say "/v1/messages"); without it the sandbox can call
 // every endpoint of the API with the real key's rights, though it never
 // learns the key.
+//
+// # Outbound proxy (a corporate proxy)
+//
+// Config.OutboundProxy (goalrun passes its own HTTPS_PROXY, HTTP_PROXY and
+// NO_PROXY, see OutboundFromEnv) makes the proxy reach destinations through
+// a corporate proxy: CONNECT tunnels and HTTPS upstreams through the HTTPS
+// proxy (CONNECT to an http or https proxy, or SOCKS5), plain-HTTP requests
+// and HTTP upstreams through the HTTP proxy (absolute form), NO_PROXY and
+// loopback destinations directly, with the proxy's user information as
+// Proxy-Authorization (never the sandbox's: goproxy and the upstreams drop
+// the header the client sent). It changes only how an allowed destination
+// is reached, never what is allowed: the destination is decided first,
+// exactly as without it (allowlist, local resolution, address classes), and
+// the corporate proxy is then asked for it by name, so its own policy
+// applies too. The sandbox cannot name the corporate proxy as a
+// destination: its address is loopback or private, or an IP literal, and
+// refused like any other. Two consequences: a destination whose name does
+// not resolve on goalrun's host is refused (where only the corporate proxy
+// can resolve public names, nothing is reachable), and the corporate proxy
+// resolves the name again, so the address it connects to is its resolver's
+// answer, not the one checked here.
 //
 // # Resources
 //

@@ -26,15 +26,17 @@ type destKey struct{}
 //     goalrun's environment. With it nil, goproxy dials through
 //     ProxyCtx.Dialer, which we set per CONNECT to dial only the checked
 //     addresses.
-//   - Tr is ours: no proxy from the environment, and its DialContext dials
-//     only the destination decided for the request (destKey).
+//   - Tr is ours: its Proxy is the outbound proxy chosen for the decided
+//     destination (Config.OutboundProxy; never read from the environment
+//     here), and its DialContext dials only the destination decided for the
+//     request (destKey), or that destination's outbound proxy.
 //   - The CONNECT target is parsed from the raw request target, not from
 //     r.URL.Host, which net/http derives by URL parsing and which turns
 //     "allowed.com:443@evil.com" into host "evil.com" with a user
 //     "allowed.com:443".
 func (p *Proxy) newForward() (http.Handler, *http.Transport) {
 	tr := &http.Transport{
-		Proxy:                 nil, // never chain through the environment's proxy
+		Proxy:                 proxyFor, // the decision's outbound proxy, never the environment's
 		DialContext:           p.dialDecided,
 		ForceAttemptHTTP2:     false,
 		DisableCompression:    true, // pass the client's Accept-Encoding through untouched
@@ -63,6 +65,9 @@ func (p *Proxy) newForward() (http.Handler, *http.Transport) {
 func (p *Proxy) onConnect(_ string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	r := ctx.Req
 	d, deny := p.decideRaw(r.Context(), r.RequestURI, 0)
+	if deny == nil {
+		d, deny = p.route(r.Context(), d, "https")
+	}
 	if deny != nil {
 		p.recordDeny(*deny)
 		ctx.Resp = denyResponse(r, *deny)
@@ -70,6 +75,9 @@ func (p *Proxy) onConnect(_ string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectActi
 	}
 	p.recordAllow()
 	ctx.Dialer = func(c context.Context, _, _ string) (net.Conn, error) {
+		if d.via != nil {
+			return p.dialTunnel(c, d)
+		}
 		return p.dialDest(c, d)
 	}
 	return goproxy.OkConnect, d.auth.String()
@@ -89,6 +97,9 @@ func (p *Proxy) onHTTP(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *
 		return r, denyResponse(r, deny)
 	}
 	d, deny := p.decideRaw(r.Context(), raw, 80)
+	if deny == nil {
+		d, deny = p.route(r.Context(), d, "http")
+	}
 	if deny != nil {
 		p.recordDeny(*deny)
 		return r, denyResponse(r, *deny)
@@ -146,13 +157,26 @@ func absoluteAuthority(target string) (string, error) {
 	return rest, nil
 }
 
-// dialDecided is the forward transport's dialer: it connects only to the
+// dialDecided is the transports' dialer: it connects only to the
 // destination decided for the request that asked for the connection, and
-// only when the transport wants that very authority.
+// only when the transport wants that very authority, or, when the decision
+// goes through an outbound proxy, only to that proxy (the transport then
+// speaks to it: absolute-form requests, CONNECT or SOCKS5 for the decided
+// destination).
 func (p *Proxy) dialDecided(ctx context.Context, _, addr string) (net.Conn, error) {
 	d, ok := ctx.Value(destKey{}).(destination)
 	if !ok {
 		return nil, fmt.Errorf("egress: refusing to dial %s: no decision for this request", addr)
+	}
+	if d.via != nil {
+		if want := canonicalAddr(d.via.url); addr != want {
+			return nil, fmt.Errorf("egress: refusing to dial %s: the decision goes through %s", addr, d.via)
+		}
+		c, err := p.dialDest(ctx, d.via.dest)
+		if err != nil {
+			return nil, fmt.Errorf("egress: via %s: %w", d.via, err)
+		}
+		return c, nil
 	}
 	if addr != d.auth.String() {
 		return nil, fmt.Errorf("egress: refusing to dial %s: the decision was for %s", addr, d.auth)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http/httpproxy"
 )
 
 // DefaultMaxConns bounds the client connections a Proxy holds open at once
@@ -76,6 +78,14 @@ type Upstream struct {
 	// escaped. Empty means every path: the key's full power is exposed to the
 	// sandbox, which is what an agent that needs the whole API requires.
 	Paths []string
+	// Gateway marks a model gateway the user named (goalrun's
+	// --model-gateway: LiteLLM, a corporate proxy): its authority may be,
+	// or resolve to, a loopback, private (RFC 1918, ULA) or CGNAT address,
+	// and be an IP literal. The allowance holds for this upstream's own
+	// host and port only: forward destinations and other upstreams stay
+	// under the usual rules, and link-local (cloud metadata), multicast
+	// and reserved addresses stay refused.
+	Gateway bool
 }
 
 // Config configures a Proxy. Only Allow and Upstreams describe policy; the
@@ -93,14 +103,34 @@ type Config struct {
 	// Tests use it to map a public test address onto a loopback server, so the
 	// allowed path is exercised without real DNS or internet.
 	DialContext DialFunc
-	// TLSClientConfig verifies HTTPS upstreams; nil means the system roots.
-	// Tests set the httptest server's CA here.
+	// TLSClientConfig verifies HTTPS upstreams and an HTTPS outbound proxy;
+	// nil means the system roots. Tests set the httptest server's CA here.
 	TLSClientConfig *tls.Config
+	// OutboundProxy names the proxies the Proxy's own connections go
+	// through, as a corporate network sets them (OutboundFromEnv reads
+	// HTTPS_PROXY, HTTP_PROXY and NO_PROXY): CONNECT tunnels and HTTPS
+	// upstreams through HTTPSProxy, plain-HTTP requests and HTTP upstreams
+	// through HTTPProxy, destinations NoProxy matches (and loopback ones)
+	// directly. Every decision stays on the destination the sandbox named,
+	// made before the outbound proxy is chosen; the outbound proxy is only
+	// asked for an allowed destination, by name, and the sandbox can never
+	// name the outbound proxy itself as a destination. nil: every
+	// destination is dialled directly.
+	OutboundProxy *httpproxy.Config
 	// AllowLoopbackUpstreams lets upstreams (never forward destinations)
 	// reach loopback addresses, literal (http://127.0.0.1:PORT) or resolved.
 	// It exists for tests and local scripted model servers and is off by
 	// default; production configuration must leave it false.
 	AllowLoopbackUpstreams bool
+	// AllowNets are address blocks an allowlisted name (or an upstream) may
+	// resolve into although their class is refused: private, CGNAT or
+	// reserved blocks where a package registry's mirror lives on some
+	// networks (a corporate mirror at 10.x, a CI machine whose registries
+	// answer at a documentation address). IP literals stay refused, and the
+	// allowlist still decides which names are reached. New refuses a block
+	// that overlaps loopback, link-local (cloud metadata), multicast or
+	// unspecified addresses: those are never reachable.
+	AllowNets []netip.Prefix
 	// DenialsKept bounds Stats.Denials; 0 means DefaultDenialsKept.
 	DenialsKept int
 	// MaxConns bounds the client connections open at once over all
@@ -179,6 +209,7 @@ type Proxy struct {
 	dial      DialFunc
 	logger    *log.Logger
 	kept      int
+	outbound  *outbound // nil: direct
 
 	forward   http.Handler
 	forwardTr *http.Transport
@@ -200,6 +231,9 @@ type Proxy struct {
 func New(cfg Config) (*Proxy, error) {
 	al, err := parseAllowlist(cfg.Allow)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkAllowNets(cfg.AllowNets); err != nil {
 		return nil, err
 	}
 	p := &Proxy{
@@ -232,6 +266,9 @@ func New(cfg Config) (*Proxy, error) {
 		logw = io.Discard
 	}
 	p.logger = log.New(logw, "goalrun egress: ", 0)
+	if p.outbound, err = newOutbound(cfg.OutboundProxy); err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
 
 	var errs []error
 	for i, u := range cfg.Upstreams {
@@ -354,6 +391,7 @@ func (p *Proxy) recordDeny(d Denial) {
 type destination struct {
 	auth  authority
 	addrs []netip.Addr
+	via   *via // the outbound proxy that carries it (Proxy.route), or nil
 }
 
 // policy says which rules apply to a destination.
@@ -365,13 +403,34 @@ const (
 	// upstreamPolicy: a configured upstream; no allowlist, loopback only
 	// with Config.AllowLoopbackUpstreams.
 	upstreamPolicy
+	// gatewayPolicy: an upstream that is a named model gateway
+	// (Upstream.Gateway); loopback, private and CGNAT addresses allowed.
+	gatewayPolicy
 )
+
+// gatewayClasses are the refused address classes a named model gateway
+// may be in (a gateway on this machine or the local network).
+var gatewayClasses = map[string]bool{classLoopback: true, classPrivate: true, classCGNAT: true}
+
+// allowedClass reports whether an address of class (refused in general)
+// is allowed under pol.
+func (p *Proxy) allowedClass(pol policy, class string) bool {
+	switch {
+	case class == "":
+		return true
+	case pol == gatewayPolicy:
+		return gatewayClasses[class]
+	case pol == upstreamPolicy:
+		return p.cfg.AllowLoopbackUpstreams && class == classLoopback
+	}
+	return false
+}
 
 // check decides on a parsed authority: it applies the allowlist (forward
 // policy), resolves the name and checks every address. It returns the
 // destination to dial, or a Denial with the reason. It records nothing.
 func (p *Proxy) check(ctx context.Context, a authority, pol policy) (destination, *Denial) {
-	loopbackOK := pol == upstreamPolicy && p.cfg.AllowLoopbackUpstreams
+	loopbackOK := p.allowedClass(pol, classLoopback)
 	deny := func(reason string) (destination, *Denial) {
 		return destination{}, &Denial{Dest: a.String(), Reason: reason}
 	}
@@ -380,8 +439,8 @@ func (p *Proxy) check(ctx context.Context, a authority, pol policy) (destination
 	}
 	if a.ip.IsValid() {
 		class := classify(a.ip)
-		if loopbackOK && class == classLoopback {
-			return destination{auth: a, addrs: []netip.Addr{a.ip.WithZone("")}}, nil
+		if class != "" && p.allowedClass(pol, class) || class == "" && pol == gatewayPolicy {
+			return destination{auth: a, addrs: []netip.Addr{a.ip.WithZone("").Unmap()}}, nil
 		}
 		if class != "" {
 			return deny("IP literal, " + class)
@@ -409,7 +468,7 @@ func (p *Proxy) check(ctx context.Context, a authority, pol policy) (destination
 	for _, ip := range addrs {
 		ip = ip.WithZone("").Unmap()
 		class := classify(ip)
-		if class != "" && !(loopbackOK && class == classLoopback) {
+		if !p.allowedClass(pol, class) && !p.inAllowedNet(ip, class) {
 			return deny("resolves to " + ip.String() + " (" + class + ")")
 		}
 		if !containsAddr(out, ip) {

@@ -30,6 +30,7 @@ var reservedKeyHeaders = []string{"Host", "Connection", "Content-Length", "Trans
 // ReverseProxy's job.
 type upstream struct {
 	p      *Proxy
+	pol    policy // upstreamPolicy, or gatewayPolicy for a named gateway
 	target *url.URL
 	auth   authority
 	header string
@@ -61,8 +62,15 @@ func (p *Proxy) newUpstream(u Upstream) (*upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("URL %q: host: %w", u.URL, err)
 	}
-	if a.ip.IsValid() && !(p.cfg.AllowLoopbackUpstreams && classify(a.ip) == classLoopback) {
-		return nil, fmt.Errorf("URL %q: IP literal upstreams are refused; use the API's host name", u.URL)
+	pol := upstreamPolicy
+	if u.Gateway {
+		pol = gatewayPolicy
+	}
+	if a.ip.IsValid() && !(u.Gateway || p.cfg.AllowLoopbackUpstreams && classify(a.ip) == classLoopback) {
+		return nil, fmt.Errorf("URL %q: IP literal upstreams are refused; use the API's host name (or name it as a model gateway)", u.URL)
+	}
+	if a.ip.IsValid() && !p.allowedClass(pol, classify(a.ip)) {
+		return nil, fmt.Errorf("URL %q: a %s address is refused even for a model gateway", u.URL, classify(a.ip))
 	}
 	if !validHeaderName(u.Header) {
 		return nil, fmt.Errorf("header %q is not a valid header name (want e.g. \"x-api-key\" or \"Authorization\")", u.Header)
@@ -95,6 +103,7 @@ func (p *Proxy) newUpstream(u Upstream) (*upstream, error) {
 	}
 	up := &upstream{
 		p:      p,
+		pol:    pol,
 		target: &t,
 		auth:   a,
 		header: http.CanonicalHeaderKey(u.Header),
@@ -102,7 +111,7 @@ func (p *Proxy) newUpstream(u Upstream) (*upstream, error) {
 		paths:  slices.Clone(u.Paths),
 	}
 	up.tr = &http.Transport{
-		Proxy:               nil,
+		Proxy:               proxyFor, // the decision's outbound proxy, never the environment's
 		DialContext:         p.dialDecided,
 		TLSClientConfig:     p.cfg.TLSClientConfig.Clone(),
 		ForceAttemptHTTP2:   true,
@@ -150,7 +159,10 @@ func (up *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeDeny(w, d)
 		return
 	}
-	d, deny := p.check(r.Context(), up.auth, upstreamPolicy)
+	d, deny := p.check(r.Context(), up.auth, up.pol)
+	if deny == nil {
+		d, deny = p.route(r.Context(), d, up.target.Scheme)
+	}
 	if deny != nil {
 		p.recordDeny(*deny)
 		writeDeny(w, *deny)

@@ -1,0 +1,14 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// DepsVolume is the deps volume the sandbox mounts at DepsDir (tests).
+func (d *Docker) DepsVolume() string { return d.depsVolume }
+
+// PruneKeptDeps is pruneKeptDeps for tests.
+func PruneKeptDeps(ctx context.Context, cli DockerAPI, keep int, now time.Time) error {
+	return pruneKeptDeps(ctx, cli, keep, now)
+}

@@ -1,0 +1,320 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// scanCache remembers what scanHost found in the host folders together with
+// the identity and change time (ctime) of every folder it read and every
+// configuration file it opened, so that a later run whose folders did not
+// change takes the answer after one lstat of each instead of reading them
+// all again (docs/benchmarks.md, "The default sandbox's host folders").
+//
+// Every change the scan could see changes a ctime it recorded: an entry
+// added, removed or renamed changes its folder's ctime; a file written
+// changes its own; a file system mounted over a folder, or a folder
+// replaced, changes the device or inode. No program can set a ctime back
+// (utimes sets it to now, see stat(2)). An answer in which something
+// changed less than scanRacyWindow before the scan began is not kept: a
+// change in the same clock tick as the scan's own stat could leave the
+// same ctime behind.
+type scanCache struct {
+	// dir holds the cache files (made 0700 when missing).
+	dir string
+	// now is the clock the racy window is measured on.
+	now func() time.Time
+}
+
+// newScanCache returns a cache in dir, or nil (no cache) for "".
+func newScanCache(dir string) *scanCache {
+	if dir == "" {
+		return nil
+	}
+	return &scanCache{dir: dir, now: time.Now}
+}
+
+const (
+	// scanCacheMagic begins a cache file; its number changes with the
+	// file's layout.
+	scanCacheMagic = "goalrun-hostscan 1\n"
+	// scanRacyWindow: a ctime this close to the scan's start makes the
+	// answer not kept. Linux stamps ctimes from a clock that advances a
+	// tick (1–10 ms) at a time; two seconds also cover a clock that is
+	// set back a little meanwhile.
+	scanRacyWindow = 2 * time.Second
+	// scanCacheMaxAge: cache files of other keys (another workspace in a
+	// scanned folder, an older goalrun) not used for this long are removed
+	// when a new one is written.
+	scanCacheMaxAge = 7 * 24 * time.Hour
+	// scanCacheMax bounds what is read of a cache file.
+	scanCacheMax = 256 << 20
+)
+
+// statMark is what the cache compares of one path: the file's identity,
+// its change time in nanoseconds, its size and its type bits.
+type statMark struct {
+	Path  string
+	Dev   uint64
+	Ino   uint64
+	Ctime int64
+	Size  int64
+	Mode  uint32
+}
+
+// scanKey names what a scan's answer depends on besides the folders'
+// content: this goalrun executable (its rules), the user it runs as (what
+// it can read), the roots as their links resolve, and the folders it
+// skips or goes into although left out, where they lie in the roots. ok is
+// false when the executable cannot be identified (no cache then).
+func scanKey(roots []string, skip map[string]bool, allow []string) (key string, ok bool) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", false
+	}
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return "", false
+	}
+	m, ok := statMarkOf(exe, fi)
+	if !ok {
+		return "", false
+	}
+	in := func(p string) bool {
+		return slices.ContainsFunc(roots, func(r string) bool { return p == r || isUnder(p, r) })
+	}
+	var sk, al []string
+	for p, on := range skip {
+		if on && in(p) {
+			sk = append(sk, p)
+		}
+	}
+	for _, p := range allow {
+		if in(p) {
+			al = append(al, p)
+		}
+	}
+	slices.Sort(sk)
+	slices.Sort(al)
+	b, err := json.Marshal(struct {
+		Magic    string
+		Exe      statMark
+		ExeMtime int64
+		UID, GID int
+		Roots    []string
+		Skip     []string
+		Allow    []string
+	}{scanCacheMagic, m, fi.ModTime().UnixNano(), os.Geteuid(), os.Getegid(), roots, sk, slices.Compact(al)})
+	if err != nil {
+		return "", false
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), true
+}
+
+// file is the cache file of key.
+func (c *scanCache) file(key string) string {
+	return filepath.Join(c.dir, "hostscan-"+key[:32]+".bin")
+}
+
+// scan returns scanHost's answer for roots, skip and allow: the remembered
+// one when every path it recorded is unchanged, else a fresh scan, kept
+// for the next run when nothing changed just before it. cached says which.
+func (c *scanCache) scan(roots []string, skip map[string]bool, allow []string) (hits []LeftOut, cached bool) {
+	if c == nil {
+		hits, _, _ = scanHostMarked(roots, skip, allow, false)
+		return hits, false
+	}
+	key, keyed := scanKey(walkRoots(roots), skip, allow)
+	if keyed {
+		if hits, marks, err := c.load(key); err == nil && marksUnchanged(marks) {
+			return hits, true
+		}
+	}
+	start := c.now()
+	hits, marks, complete := scanHostMarked(roots, skip, allow, true)
+	if keyed && complete && !racy(marks, start) {
+		_ = c.save(key, hits, marks) // a cache that cannot be written only costs the next run a scan
+	}
+	return hits, false
+}
+
+// racy reports whether a mark changed less than scanRacyWindow before
+// start (or after it).
+func racy(marks []statMark, start time.Time) bool {
+	limit := start.Add(-scanRacyWindow).UnixNano()
+	return slices.ContainsFunc(marks, func(m statMark) bool { return m.Ctime > limit })
+}
+
+// marksUnchanged lstats every mark's path (hostScanConcurrency at once) and
+// reports whether all are as recorded.
+func marksUnchanged(marks []statMark) bool {
+	var changed atomic.Bool
+	var wg sync.WaitGroup
+	for w := range hostScanConcurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(marks) && !changed.Load(); i += hostScanConcurrency {
+				fi, err := os.Lstat(marks[i].Path)
+				if err != nil {
+					changed.Store(true)
+					return
+				}
+				if now, ok := statMarkOf(marks[i].Path, fi); !ok || now != marks[i] {
+					changed.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return !changed.Load()
+}
+
+// The cache file: scanCacheMagic, the key and a newline, the hits as JSON
+// after their length (uvarint), the number of marks (uvarint), then each
+// mark: its path's length and bytes, device, inode, ctime, size and type
+// (varints).
+
+// save writes the answer for key (atomically, 0600) and removes cache
+// files of other keys unused for scanCacheMaxAge.
+func (c *scanCache) save(key string, hits []LeftOut, marks []statMark) error {
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	b.WriteString(scanCacheMagic + key + "\n")
+	hj, err := json.Marshal(hits)
+	if err != nil {
+		return err
+	}
+	b.Write(binary.AppendUvarint(nil, uint64(len(hj))))
+	b.Write(hj)
+	buf := binary.AppendUvarint(nil, uint64(len(marks)))
+	for _, m := range marks {
+		buf = binary.AppendUvarint(buf, uint64(len(m.Path)))
+		buf = append(buf, m.Path...)
+		buf = binary.AppendUvarint(buf, m.Dev)
+		buf = binary.AppendUvarint(buf, m.Ino)
+		buf = binary.AppendVarint(buf, m.Ctime)
+		buf = binary.AppendVarint(buf, m.Size)
+		buf = binary.AppendUvarint(buf, uint64(m.Mode))
+	}
+	b.Write(buf)
+	f, err := os.CreateTemp(c.dir, ".hostscan-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(b.Bytes()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), c.file(key)); err != nil {
+		return err
+	}
+	c.prune(c.file(key))
+	return nil
+}
+
+// prune removes the cache files other than keep that were not used for
+// scanCacheMaxAge (load touches the file it uses).
+func (c *scanCache) prune(keep string) {
+	ents, _ := os.ReadDir(c.dir)
+	for _, e := range ents {
+		p := filepath.Join(c.dir, e.Name())
+		if p == keep || !strings.HasPrefix(e.Name(), "hostscan-") && !strings.HasPrefix(e.Name(), ".hostscan-") {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && c.now().Sub(fi.ModTime()) > scanCacheMaxAge {
+			os.Remove(p)
+		}
+	}
+}
+
+// errScanCache is a cache file that is not one, or not for this key.
+var errScanCache = errors.New("not a host scan cache file for this key")
+
+// load reads the answer kept for key.
+func (c *scanCache) load(key string) ([]LeftOut, []statMark, error) {
+	p := c.file(key)
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	r := bufio.NewReader(io.LimitReader(f, scanCacheMax))
+	head := make([]byte, len(scanCacheMagic)+len(key)+1)
+	if _, err := io.ReadFull(r, head); err != nil || string(head) != scanCacheMagic+key+"\n" {
+		return nil, nil, errScanCache
+	}
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > scanCacheMax {
+		return nil, nil, errScanCache
+	}
+	hj := make([]byte, n)
+	if _, err := io.ReadFull(r, hj); err != nil {
+		return nil, nil, errScanCache
+	}
+	var hits []LeftOut
+	if err := json.Unmarshal(hj, &hits); err != nil {
+		return nil, nil, errScanCache
+	}
+	count, err := binary.ReadUvarint(r)
+	if err != nil || count > scanCacheMax/8 {
+		return nil, nil, errScanCache
+	}
+	marks := make([]statMark, 0, count)
+	for range count {
+		var m statMark
+		l, err := binary.ReadUvarint(r)
+		if err != nil || l > 1<<16 {
+			return nil, nil, errScanCache
+		}
+		pb := make([]byte, l)
+		if _, err := io.ReadFull(r, pb); err != nil {
+			return nil, nil, errScanCache
+		}
+		m.Path = string(pb)
+		var mode uint64
+		for _, v := range []*uint64{&m.Dev, &m.Ino} {
+			if *v, err = binary.ReadUvarint(r); err != nil {
+				return nil, nil, errScanCache
+			}
+		}
+		for _, v := range []*int64{&m.Ctime, &m.Size} {
+			if *v, err = binary.ReadVarint(r); err != nil {
+				return nil, nil, errScanCache
+			}
+		}
+		if mode, err = binary.ReadUvarint(r); err != nil {
+			return nil, nil, errScanCache
+		}
+		m.Mode = uint32(mode)
+		marks = append(marks, m)
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		return nil, nil, fmt.Errorf("%w: trailing bytes", errScanCache)
+	}
+	now := c.now()
+	_ = os.Chtimes(p, now, now) // in use: prune keeps it
+	return hits, marks, nil
+}

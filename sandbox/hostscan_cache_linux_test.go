@@ -1,0 +1,204 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ctimeTick waits until the clock that stamps ctimes has moved on from
+// now, so a change made after it never carries a ctime the scan recorded
+// (the kernel's clock advances one tick, 1–10 ms, at a time).
+func ctimeTick(t *testing.T) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tick")
+	ctime := func() int64 {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ctim.Nano()
+	}
+	for c0 := ctime(); ctime() == c0; {
+	}
+}
+
+// hitPaths returns the hits' paths relative to root.
+func hitPaths(root string, hits []LeftOut) []string {
+	var out []string
+	for _, h := range hits {
+		out = append(out, strings.TrimPrefix(h.Path, root))
+	}
+	return out
+}
+
+// TestScanCache: the second scan of unchanged folders is the remembered
+// answer; any change the scan could see — an entry added, removed or
+// replaced anywhere, a configuration file rewritten — makes the next scan
+// look again and find it.
+func TestScanCache(t *testing.T) {
+	base := map[string]string{
+		"usr/bin/python3":          "elf",
+		"usr/local/etc/npmrc":      "cafile=/etc/ssl/certs/ca-certificates.crt\n",
+		"usr/share/a/b/c/d/README": "deep",
+		"opt/tools/bin/tool":       "elf",
+		"opt/app/.pgpass":          "*:*:*:u:pw\n",
+	}
+	for _, tc := range []struct {
+		name string
+		// change is made after the first, remembered, scan.
+		change func(t *testing.T, root string)
+		// want are the hits after the change.
+		want []string
+	}{
+		{"nothing changed", func(*testing.T, string) {}, []string{"/opt/app/.pgpass"}},
+		{"a credential file added deep inside", func(t *testing.T, root string) {
+			hostTree(t, root, map[string]string{"usr/share/a/b/c/d/.pgpass": "*:*:*:u:pw\n"})
+		}, []string{"/opt/app/.pgpass", "/usr/share/a/b/c/d/.pgpass"}},
+		{"a configuration file gains a token", func(t *testing.T, root string) {
+			if err := os.WriteFile(filepath.Join(root, "usr/local/etc/npmrc"), []byte("//registry.npmjs.org/:_authToken=npm_x\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"/opt/app/.pgpass", "/usr/local/etc/npmrc"}},
+		{"a runner appears", func(t *testing.T, root string) {
+			hostTree(t, root, map[string]string{"opt/tools/.runner": "{}"})
+		}, []string{"/opt/app/.pgpass", "/opt/tools"}},
+		{"a credential file removed", func(t *testing.T, root string) {
+			if err := os.Remove(filepath.Join(root, "opt/app/.pgpass")); err != nil {
+				t.Fatal(err)
+			}
+		}, nil},
+		{"a folder replaced by another holding a credential", func(t *testing.T, root string) {
+			other := filepath.Join(root, "elsewhere")
+			hostTree(t, other, map[string]string{"b/c/d/.my.cnf": "[client]\npassword=x\n"})
+			a := filepath.Join(root, "usr/share/a")
+			if err := os.RemoveAll(a); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(other, a); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"/opt/app/.pgpass", "/usr/share/a/b/c/d/.my.cnf"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			hostTree(t, root, base)
+			roots := []string{filepath.Join(root, "usr"), filepath.Join(root, "opt")}
+			ctimeTick(t)
+			// The tree was just made: a clock an hour ahead lets the
+			// answer be kept (the racy window is tested below).
+			c := &scanCache{dir: t.TempDir(), now: func() time.Time { return time.Now().Add(time.Hour) }}
+			first, cached := c.scan(roots, nil, nil)
+			if cached || !slices.Equal(hitPaths(root, first), []string{"/opt/app/.pgpass"}) {
+				t.Fatalf("first scan: cached %v hits %q", cached, hitPaths(root, first))
+			}
+			ctimeTick(t)
+			tc.change(t, root)
+			got, cached := c.scan(roots, nil, nil)
+			if wantCached := tc.name == "nothing changed"; cached != wantCached {
+				t.Errorf("second scan cached = %v, want %v", cached, wantCached)
+			}
+			if !slices.Equal(hitPaths(root, got), tc.want) {
+				t.Errorf("second scan hits %q, want %q", hitPaths(root, got), tc.want)
+			}
+			if direct := scanHost(roots, nil, nil); !slices.Equal(hitPaths(root, got), hitPaths(root, direct)) {
+				t.Errorf("cached scan %q differs from a scan without cache %q", hitPaths(root, got), hitPaths(root, direct))
+			}
+		})
+	}
+}
+
+// TestScanCacheKeepsNoRacyOrForeignAnswer: an answer about folders that
+// changed just before the scan is not kept; a cache file that is damaged,
+// or kept for other skipped folders, is not used.
+func TestScanCacheKeepsNoRacyOrForeignAnswer(t *testing.T) {
+	tree := map[string]string{"usr/bin/python3": "elf", "usr/etc/.pgpass": "x", "usr/lib/x/y": "z"}
+	t.Run("changed just before the scan", func(t *testing.T) {
+		root := t.TempDir()
+		hostTree(t, root, tree)
+		c := newScanCache(t.TempDir())
+		roots := []string{filepath.Join(root, "usr")}
+		for i := range 2 {
+			if _, cached := c.scan(roots, nil, nil); cached {
+				t.Errorf("scan %d used an answer about folders changed less than %v before it", i, scanRacyWindow)
+			}
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		// spoil acts on the cache folder after the first scan; skip is
+		// what the second scan skips.
+		spoil func(t *testing.T, dir string)
+		skip  string
+	}{
+		{"a damaged file", func(t *testing.T, dir string) {
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				p := filepath.Join(dir, e.Name())
+				b, _ := os.ReadFile(p)
+				if err := os.WriteFile(p, b[:len(b)-3], 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, ""},
+		{"another folder skipped", func(*testing.T, string) {}, "usr/lib"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			hostTree(t, root, tree)
+			ctimeTick(t)
+			dir := t.TempDir()
+			c := &scanCache{dir: dir, now: func() time.Time { return time.Now().Add(time.Hour) }}
+			roots := []string{filepath.Join(root, "usr")}
+			if _, cached := c.scan(roots, nil, nil); cached {
+				t.Fatal("first scan cached")
+			}
+			tc.spoil(t, dir)
+			var skip map[string]bool
+			if tc.skip != "" {
+				skip = map[string]bool{filepath.Join(root, tc.skip): true}
+			}
+			got, cached := c.scan(roots, skip, nil)
+			if cached || !slices.Equal(hitPaths(root, got), []string{"/usr/etc/.pgpass"}) {
+				t.Errorf("cached %v hits %q, want a fresh scan finding /usr/etc/.pgpass", cached, hitPaths(root, got))
+			}
+		})
+	}
+}
+
+// BenchmarkHostScan measures looking through this machine's host folders
+// (the default sandbox's candidates that exist here, as HostTools would)
+// without the cache, and with it when nothing changed:
+//
+//	go test -run '^$' -bench BenchmarkHostScan -benchtime 10x ./sandbox
+func BenchmarkHostScan(b *testing.B) {
+	var present []string
+	for _, c := range hostCandidates() {
+		if _, err := os.Stat(c); err == nil {
+			present = append(present, c)
+		}
+	}
+	b.Run("walk", func(b *testing.B) {
+		for b.Loop() {
+			scanHost(present, nil, nil)
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		c := &scanCache{dir: b.TempDir(), now: time.Now}
+		if _, cached := c.scan(present, nil, nil); cached {
+			b.Fatal("cached before the first scan")
+		}
+		for b.Loop() {
+			if _, cached := c.scan(present, nil, nil); !cached {
+				b.Fatal("not cached: a host folder changed less than 2 s before the scan, or meanwhile")
+			}
+		}
+	})
+}
