@@ -17,7 +17,12 @@ import (
 	"syscall"
 
 	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/sandbox"
 )
+
+// DefaultConfigFile is the configuration file goalrun reads from the
+// workdir when no --config names one: ".goalrun.yml".
+const DefaultConfigFile = ".goalrun.yml"
 
 // Bounds of the workspace tracker (ChangeOptions' zero values).
 const (
@@ -44,6 +49,9 @@ type ChangeOptions struct {
 	// Check is the --until command; the workspace files it names (a script)
 	// and the configuration its test runner reads are the check's files.
 	Check string
+	// JudgeCmd is the --judge-cmd command: its files count as the check's
+	// too (an agent that rewrites the judge's script forges its opinion).
+	JudgeCmd string
 	// Evidence, when set, receives the changed paths each time Changes is
 	// computed, so file claims are judged against the real diff.
 	Evidence *report.Evidence
@@ -73,6 +81,35 @@ type ChangeOptions struct {
 	// everything in it. Baseline fails for a path that is absolute, empty,
 	// the root itself or leaves it.
 	Ignore []string
+	// PatchBytes, when > 0, keeps the first PatchBytes bytes of the canonical
+	// unified diff in WorkspaceDiff.Patch (for a report people read); the
+	// hash always covers all of it.
+	PatchBytes int
+	// OwnFiles are goalrun's own files by identity, for files in a tree
+	// the agent can write: like Ignore, but an entry at such a path is left
+	// out only while it is the very file goalrun opened (its device and
+	// inode). Anything else there — the agent deleted goalrun's document
+	// and wrote its own, or put a link or a folder in its place — is the
+	// agent's change like any other, and a risky one. Baseline fails for a
+	// path Ignore would refuse.
+	OwnFiles []OwnFile
+	// ConfigFiles are goalrun configuration files in the tracked tree that a
+	// later run reads (the --config file when it lies in the tree), as slash
+	// paths relative to the tracked root; the workspace's .goalrun.yml,
+	// which every goalrun run there reads by default, is always one. A new or
+	// changed one is a change that makes a program run on the host (it can
+	// name the agent command, the sandbox, where the model key goes): it is
+	// listed with git's executable configuration (HostCode) and fails the
+	// run closed. Paths outside the root are ignored.
+	ConfigFiles []string
+}
+
+// OwnFile is one of goalrun's own files (ChangeOptions.OwnFiles): its slash
+// path relative to the tracked root and the identity of the file goalrun
+// opened there.
+type OwnFile struct {
+	Path     string
+	Dev, Ino uint64
 }
 
 // WorkspaceTracker follows the workspace through a run without ever running
@@ -104,7 +141,11 @@ type WorkspaceTracker struct {
 	checkFiles map[string]bool
 	checkRun   map[string]bool // runners the check uses: make, npm, pytest, …
 	diff       *WorkspaceDiff
-	ignore     map[string]bool // ChangeOptions.Ignore, cleaned; set by Baseline
+	ignore     map[string]bool    // ChangeOptions.Ignore, cleaned; set by Baseline
+	own        map[string]OwnFile // ChangeOptions.OwnFiles by cleaned path; set by Baseline
+	host       *hostIndex         // git's executable configuration at the baseline
+	configs    map[string]bool    // goalrun configuration files (ChangeOptions.ConfigFiles); set by Baseline
+	hostFound  []RiskyPath        // changes to it the last snapshot found
 }
 
 var _ Tracker = (*WorkspaceTracker)(nil)
@@ -148,6 +189,22 @@ func (t *WorkspaceTracker) Baseline(ctx context.Context) error {
 	if t.ignore, err = ignoreSet(t.opt.Ignore); err != nil {
 		return err
 	}
+	t.own = map[string]OwnFile{}
+	for _, o := range t.opt.OwnFiles {
+		set, err := ignoreSet([]string{o.Path})
+		if err != nil {
+			return err
+		}
+		for p := range set {
+			t.own[p] = o
+		}
+	}
+	t.configs = map[string]bool{joinRel(sub, DefaultConfigFile): true}
+	for _, c := range t.opt.ConfigFiles {
+		if p := cleanRel(filepath.ToSlash(c)); p != "" {
+			t.configs[p] = true
+		}
+	}
 	if t.store == nil {
 		st, err := newBlobStore(t.opt.TempDir, t.opt.BaselineStoreBytes)
 		if err != nil {
@@ -159,8 +216,20 @@ func (t *WorkspaceTracker) Baseline(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t.base, t.last, t.diff = s, s, nil
-	t.checkFiles, t.checkRun = checkFilesOf(t.opt.Check, t.sub, s)
+	t.base, t.last, t.diff, t.hostFound = s, s, nil, nil
+	t.checkFiles, t.checkRun = checkFilesOf(strings.TrimSpace(t.opt.Check+"\n"+t.opt.JudgeCmd), t.sub, s)
+	root, err := os.OpenRoot(t.top)
+	if err != nil {
+		return fmt.Errorf("open workspace %s: %w", t.top, err)
+	}
+	defer root.Close()
+	topAbs, err := filepath.Abs(t.top)
+	if err == nil {
+		if real, rerr := filepath.EvalSymlinks(topAbs); rerr == nil {
+			topAbs = real
+		}
+	}
+	t.host = t.indexHost(root, s, topAbs)
 	return nil
 }
 
@@ -224,7 +293,24 @@ func (t *WorkspaceTracker) AfterTurn(ctx context.Context, iteration int) (string
 		return "", fmt.Errorf("workspace snapshot after turn %d: %w", iteration, err)
 	}
 	t.last, t.diff = s, nil
+	root, err := os.OpenRoot(t.top)
+	if err != nil {
+		return "", fmt.Errorf("workspace snapshot after turn %d: %w", iteration, err)
+	}
+	defer root.Close()
+	t.hostFound, _ = t.hostCode(root, t.base, s)
 	return s.state, nil
+}
+
+// HostCode returns the changes to git's executable configuration that the
+// latest snapshot (AfterTurn or Diff) found against the baseline, collapsed
+// per folder, at most HostCodeMax, each with why (see hostCode): changes
+// that would make git, run later on the host in this tree, run a program
+// the agent wrote. Empty when there are none.
+func (t *WorkspaceTracker) HostCode() []RiskyPath {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]RiskyPath(nil), t.hostFound...)
 }
 
 // Changes returns the run's changes for the document: a fresh snapshot
@@ -257,6 +343,7 @@ func (t *WorkspaceTracker) Diff(ctx context.Context) (*WorkspaceDiff, error) {
 	}
 	defer root.Close()
 	d := t.compare(ctx, root, t.base, s)
+	t.hostFound = d.HostCode
 	if t.sub != "" {
 		d.Root, d.Workdir = t.top, t.sub
 	}
@@ -269,6 +356,14 @@ func (t *WorkspaceTracker) Diff(ctx context.Context) (*WorkspaceDiff, error) {
 		t.opt.Evidence.SetChanged(changed)
 	}
 	return d, nil
+}
+
+// LastDiff returns the diff the last Changes or Diff computed (nil before
+// any): after a run, the run's changes as its document reports them.
+func (t *WorkspaceTracker) LastDiff() *WorkspaceDiff {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.diff
 }
 
 // Close removes the baseline copies. It is idempotent.
@@ -444,6 +539,11 @@ func (t *WorkspaceTracker) walk(ctx context.Context, root *os.Root, s *snapshot,
 				if err != nil {
 					continue // vanished meanwhile
 				}
+				if o, own := t.own[p]; own && !info.IsDir() {
+					if st, ok := info.Sys().(*syscall.Stat_t); ok && uint64(st.Dev) == o.Dev && st.Ino == o.Ino {
+						continue // goalrun's own file, as opened (ChangeOptions.OwnFiles)
+					}
+				}
 				if info.IsDir() {
 					stack = append(stack, p)
 					continue
@@ -603,7 +703,8 @@ type blobStore struct {
 }
 
 func newBlobStore(tmp string, limit int64) (*blobStore, error) {
-	dir, err := os.MkdirTemp(tmp, "goalrun-baseline-")
+	// Owned: a goalrun killed outright leaves the copies to Reap.
+	dir, err := sandbox.MkdirOwned(tmp, "goalrun-baseline-")
 	if err != nil {
 		return nil, fmt.Errorf("create the baseline store: %w", err)
 	}

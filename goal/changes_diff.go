@@ -53,6 +53,8 @@ type FileChange struct {
 	// CheckFile is true when the path is one of the check's files or a test
 	// file: changing it makes a pass suspect.
 	CheckFile bool
+	// CheckReason says which rule made it a check file ("" when it is not).
+	CheckReason string
 }
 
 // RiskyPath is a risky changed path and why.
@@ -76,15 +78,26 @@ type WorkspaceDiff struct {
 	GitInternal []FileChange
 	// Insertions and Deletions are the totals over Files.
 	Insertions, Deletions int
+	// HostCode are the changes to git's executable configuration (see
+	// WorkspaceTracker.HostCode), collapsed per folder, at most HostCodeMax:
+	// a run with any fails closed. They head Risky too.
+	HostCode []RiskyPath
 	// Risky are the risky paths, the most serious first (at most 256).
 	Risky []RiskyPath
 	// RiskyTotal counts the risky paths before Risky's bound of 256.
 	RiskyTotal int
 	// CheckModified is true when a check file or a test file changed.
 	CheckModified bool
+	// CheckModifiedReason names the most serious such change and the rule
+	// that made it one: "calc/boot.go: adds or changes init() (…)".
+	CheckModifiedReason string
 	// PatchSHA256 is the hex SHA-256 of the canonical unified diff (see
 	// writePatch); it identifies the change set.
 	PatchSHA256 string
+	// Patch is the start of that diff, at most ChangeOptions.PatchBytes
+	// bytes ("" when PatchBytes is 0); PatchCut says it was cut there.
+	Patch    string
+	PatchCut bool
 	// Truncated is true when a snapshot hit ChangeOptions.MaxFiles.
 	Truncated bool
 	// Root is the host folder the paths are relative to when the tracker
@@ -99,19 +112,35 @@ func (d *WorkspaceDiff) Report() *report.Changes {
 		FilesChanged: len(d.Files), Insertions: d.Insertions, Deletions: d.Deletions,
 		RiskyPaths: make([]string, 0, len(d.Risky)), CheckModified: d.CheckModified, PatchSHA256: d.PatchSHA256,
 	}
-	for _, r := range d.Risky {
+	for _, f := range d.Files {
+		if len(c.Paths) == report.ChangedPathsMax {
+			c.PathsOmitted = len(d.Files) - len(c.Paths)
+			break
+		}
+		c.Paths = append(c.Paths, f.Path)
+	}
+	for _, r := range d.HostCode {
+		c.GitExecutable = append(c.GitExecutable, r.Path)
+	}
+	c.RiskyPaths = append(c.RiskyPaths, c.GitExecutable...)
+	if d.Truncated {
+		// Past MaxFiles nothing is compared: a changed check file or a
+		// planted workflow could hide there, so the report says so first
+		// (after git's executable configuration) and a pass is not taken
+		// as untouched (check_modified: neutral).
+		c.RiskyPaths = append(c.RiskyPaths, IncompleteChanges)
+		c.CheckModified = true
+	}
+	c.CheckModifiedReason = d.CheckModifiedReason
+	if c.CheckModified && c.CheckModifiedReason == "" {
+		c.CheckModifiedReason = IncompleteChanges
+	}
+	for _, r := range d.Risky[len(d.HostCode):] {
 		c.RiskyPaths = append(c.RiskyPaths, r.Path)
 	}
 	c.RiskyPathsOmitted = max(d.RiskyTotal-len(d.Risky), 0)
 	if d.Root != "" {
 		c.RelativeTo = report.RelativeToMount
-	}
-	if d.Truncated {
-		// Past MaxFiles nothing is compared: a changed check file or a
-		// planted workflow could hide there, so the report says so first
-		// and a pass is not taken as untouched (check_modified: neutral).
-		c.RiskyPaths = append([]string{IncompleteChanges}, c.RiskyPaths...)
-		c.CheckModified = true
 	}
 	return c
 }
@@ -121,6 +150,24 @@ func (d *WorkspaceDiff) Report() *report.Changes {
 // then covers only part of the tree, and check_modified is set because the
 // rest could hide a changed check file.
 const IncompleteChanges = "(too many files: the change report covers only part of the workspace)"
+
+// cappedBuffer keeps the first limit bytes written to it and drops the rest
+// (never failing the writer it is teed from).
+type cappedBuffer struct {
+	b     bytes.Buffer
+	limit int
+	cut   bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if room := c.limit - c.b.Len(); room < len(p) {
+		c.cut = true
+		c.b.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	c.b.Write(p)
+	return len(p), nil
+}
 
 // gitMode is the git-style mode of an entry.
 func gitMode(e *entry) string {
@@ -165,7 +212,14 @@ func (t *WorkspaceTracker) compare(ctx context.Context, root *os.Root, base, cur
 	if t.patchTee != nil {
 		patch = io.MultiWriter(sum, t.patchTee)
 	}
+	var kept *cappedBuffer
+	if t.opt.PatchBytes > 0 {
+		kept = &cappedBuffer{limit: t.opt.PatchBytes}
+		patch = io.MultiWriter(patch, kept)
+	}
 	seed := maphash.MakeSeed()
+	env := &classifyEnv{decls: t.goDeclsOf(root, cur), cur: cur}
+	bestCheck := 0
 	for _, p := range paths {
 		if ctx.Err() != nil {
 			break
@@ -203,17 +257,100 @@ func (t *WorkspaceTracker) compare(ctx context.Context, root *os.Root, base, cur
 			fc.Binary = true
 			writeBinary(patch, &fc, o, n)
 		}
-		t.classify(&fc, o, n, oldText, newText, oldOK, newOK)
+		t.classify(&fc, o, n, oldText, newText, oldOK, newOK, env)
 		d.Insertions += fc.Insertions
 		d.Deletions += fc.Deletions
 		if fc.CheckFile {
 			d.CheckModified = true
+			if r := checkReasonRank(fc.CheckReason); d.CheckModifiedReason == "" || r < bestCheck {
+				d.CheckModifiedReason, bestCheck = fc.Path+": "+fc.CheckReason, r
+			}
 		}
 		d.Files = append(d.Files, fc)
 	}
 	d.PatchSHA256 = hex.EncodeToString(sum.Sum(nil))
-	d.Risky, d.RiskyTotal = rankRisky(d.Files, d.GitInternal)
+	if kept != nil {
+		d.Patch, d.PatchCut = kept.b.String(), kept.cut
+	}
+	var covered map[string]bool
+	d.HostCode, covered = t.hostCode(root, base, cur)
+	d.Risky, d.RiskyTotal = rankRisky(d.Files, d.GitInternal, covered)
+	d.Risky = append(append([]RiskyPath(nil), d.HostCode...), d.Risky...)
+	d.RiskyTotal += len(d.HostCode)
+	if len(d.Risky) > riskyKeep {
+		d.Risky = d.Risky[:riskyKeep]
+	}
 	return d
+}
+
+// goDeclsOf returns, for a folder of the snapshot cur, the names its Go
+// files declare at package level (any .go file there, test files and
+// build-constrained ones included: any of them may be compiled into the
+// test binary), read through root; memoised per folder.
+func (t *WorkspaceTracker) goDeclsOf(root *os.Root, cur *snapshot) func(dir string) map[string]bool {
+	memo := map[string]map[string]bool{}
+	return func(dir string) map[string]bool {
+		if m, ok := memo[dir]; ok {
+			return m
+		}
+		m := map[string]bool{}
+		prefix := ""
+		if dir != "." {
+			prefix = dir + "/"
+		}
+		for i := sort.SearchStrings(cur.paths, prefix); i < len(cur.paths) && strings.HasPrefix(cur.paths[i], prefix); i++ {
+			p := cur.paths[i]
+			e := cur.entries[p]
+			if strings.Contains(p[len(prefix):], "/") || !strings.HasSuffix(p, ".go") || !e.mode.IsRegular() || e.unread != "" {
+				continue
+			}
+			if b, err := t.readRegular(root, p, e); err == nil {
+				goPackageDecls(b, m)
+			}
+		}
+		memo[dir] = m
+		return m
+	}
+}
+
+// classifyEnv is what classify knows of the current tree besides the file
+// it classifies.
+type classifyEnv struct {
+	decls func(dir string) map[string]bool // a folder's Go package-level names
+	cur   *snapshot
+}
+
+// has reports whether the current tree holds p (not a folder).
+func (c *classifyEnv) has(p string) bool { return c.cur.entries[p] != nil }
+
+// children lists the current entries directly in the folder dir.
+func (c *classifyEnv) children(dir string) []string {
+	prefix := ""
+	if dir != "." {
+		prefix = dir + "/"
+	}
+	var out []string
+	for i := sort.SearchStrings(c.cur.paths, prefix); i < len(c.cur.paths) && strings.HasPrefix(c.cur.paths[i], prefix); i++ {
+		if !strings.Contains(c.cur.paths[i][len(prefix):], "/") {
+			out = append(out, c.cur.paths[i])
+		}
+	}
+	return out
+}
+
+// testRunnerConfigChanged reports whether a change to a file named base
+// changes pytest's (py) or tox's configuration in it (a side that cannot
+// be read counts).
+func testRunnerConfigChanged(base string, a, b []byte, aOK, bOK bool) (py, tox bool) {
+	switch base {
+	case "pyproject.toml":
+		return tomlTableChanged(a, b, aOK, bOK, "tool", "pytest"), tomlTableChanged(a, b, aOK, bOK, "tool", "tox")
+	case "tox.ini":
+		return iniSectionsChanged(a, b, aOK, bOK, "pytest"), iniSectionsChanged(a, b, aOK, bOK, "tox", "testenv")
+	case "setup.cfg":
+		return iniSectionsChanged(a, b, aOK, bOK, "tool:pytest"), iniSectionsChanged(a, b, aOK, bOK, "tox:tox", "testenv")
+	}
+	return true, false // pytest.ini, .pytest.ini: all of it is pytest's
 }
 
 // oldContent returns the baseline text of e when it was kept (or an empty
@@ -316,6 +453,7 @@ func mergeSorted(a, b []string) []string {
 const (
 	riskCheck     = "the check's own file"
 	riskTest      = "a test file"
+	riskOwnFile   = "replaced goalrun's own --output or --events file"
 	riskLinkOut   = "symlink pointing outside the workspace"
 	riskLinkAbs   = "symlink with an absolute target"
 	riskHardlink  = "hard link (never read)"
@@ -332,19 +470,29 @@ const (
 )
 
 // riskOrder ranks reasons, most serious first.
-var riskOrder = []string{riskCheck, riskTest, riskLinkOut, riskLinkAbs, riskHardlink, riskSpecial, riskWorkflow,
+var riskOrder = []string{riskCheck, riskTest, riskOwnFile, riskLinkOut, riskLinkAbs, riskHardlink, riskSpecial, riskWorkflow,
 	riskOwners, riskGit, riskGitDB, riskAgent, riskPytestCfg, riskScripts, riskGenerate, riskBuild}
 
 // classify fills fc.Risky and fc.CheckFile.
-func (t *WorkspaceTracker) classify(fc *FileChange, o, n *entry, oldText, newText []byte, oldOK, newOK bool) {
+func (t *WorkspaceTracker) classify(fc *FileChange, o, n *entry, oldText, newText []byte, oldOK, newOK bool, env *classifyEnv) {
 	p := fc.Path
 	add := func(r string) { fc.Risky = append(fc.Risky, r) }
 	if t.checkFiles[p] || runnerConfig(p, t.sub, t.checkRun) {
-		fc.CheckFile = true
+		fc.CheckFile, fc.CheckReason = true, riskCheck
 		add(riskCheck)
 	} else if isTestFile(p) {
-		fc.CheckFile = true
+		fc.CheckFile, fc.CheckReason = true, riskTest
 		add(riskTest)
+	} else if r := goCheckReason(p, t.checkRun, o == nil, oldText, newText, oldOK, newOK, env.decls); r != "" {
+		fc.CheckFile, fc.CheckReason = true, r
+		add(riskCheck)
+	} else if r := pythonCheckReason(p, t.checkRun, n, env.has, env.children, oldText, newText, oldOK, newOK); r != "" {
+		fc.CheckFile, fc.CheckReason = true, r
+		add(riskCheck)
+	}
+	if _, own := t.own[p]; own && n != nil {
+		// Never goalrun's file here: the tracker leaves that one out.
+		add(riskOwnFile)
 	}
 	if n != nil {
 		switch {
@@ -387,12 +535,13 @@ func (t *WorkspaceTracker) classify(fc *FileChange, o, n *entry, oldText, newTex
 		if t.checkRun["npm"] && (!oldOK || !newOK || jsonKeyChanged(oldText, newText, "jest")) {
 			fc.CheckFile = true
 		}
-	case base == "pyproject.toml" || base == "setup.cfg" || base == "tox.ini":
-		if !oldOK || !newOK || tomlSectionChanged(oldText, newText, "tool.pytest", "pytest", "tool:pytest", "testenv", "tox") {
+	case base == "pyproject.toml" || base == "setup.cfg" || base == "tox.ini" || base == ".pytest.ini" || base == "pytest.ini":
+		py, tox := testRunnerConfigChanged(base, oldText, newText, oldOK, newOK)
+		if py || tox {
 			add(riskPytestCfg)
-			if t.checkRun["pytest"] || t.checkRun["tox"] {
-				fc.CheckFile = true
-			}
+		}
+		if py && (t.checkRun["pytest"] || t.checkRun["tox"]) || tox && t.checkRun["tox"] {
+			fc.CheckFile = true
 		}
 	case strings.HasSuffix(lower, ".go"):
 		if newOK && goGenerateChanged(oldText, newText) {
@@ -402,6 +551,21 @@ func (t *WorkspaceTracker) classify(fc *FileChange, o, n *entry, oldText, newTex
 	if fc.CheckFile && !contains(fc.Risky, riskCheck) && !contains(fc.Risky, riskTest) {
 		add(riskCheck)
 	}
+	if fc.CheckFile && fc.CheckReason == "" {
+		fc.CheckReason = riskCheck
+	}
+}
+
+// checkReasonRank orders the reasons a file is the check's: its own files
+// first, then the Go rules, then test files.
+func checkReasonRank(r string) int {
+	switch r {
+	case riskCheck:
+		return 0
+	case riskTest:
+		return 2
+	}
+	return 1
 }
 
 func contains(list []string, s string) bool {
@@ -415,18 +579,19 @@ func contains(list []string, s string) bool {
 
 // rankRisky lists risky files, the most serious reason first, then by path,
 // at most riskyKeep of them, and returns how many there were before that
-// bound. A change in git's database (git) is listed path by path, except
+// bound. Paths in skip (git's executable configuration, listed apart by
+// hostCode) are left out. A change in git's database (git) is listed path by path, except
 // objects: those of one git directory are one entry, "DIR/objects/ (N
 // files changed)", since their names say nothing and a single commit
 // writes several.
-func rankRisky(files, git []FileChange) ([]RiskyPath, int) {
+func rankRisky(files, git []FileChange, skip map[string]bool) ([]RiskyPath, int) {
 	rank := map[string]int{}
 	for i, r := range riskOrder {
 		rank[r] = i
 	}
 	var out []RiskyPath
 	for _, f := range files {
-		if len(f.Risky) == 0 {
+		if len(f.Risky) == 0 || skip[f.Path] {
 			continue
 		}
 		best := f.Risky[0]
@@ -439,6 +604,9 @@ func rankRisky(files, git []FileChange) ([]RiskyPath, int) {
 	}
 	objects := map[string]int{}
 	for _, f := range git {
+		if skip[f.Path] {
+			continue // inside a new repository, listed as one entry
+		}
 		if dir := gitObjectsDir(f.Path); dir != "" {
 			objects[dir]++
 			continue
@@ -564,34 +732,6 @@ func compactJSON(m json.RawMessage) []byte {
 	return b.Bytes()
 }
 
-// tomlSectionChanged reports whether the lines of any INI/TOML section
-// whose header starts with one of prefixes differ.
-func tomlSectionChanged(a, b []byte, prefixes ...string) bool {
-	return sectionText(a, prefixes) != sectionText(b, prefixes)
-}
-
-func sectionText(data []byte, prefixes []string) string {
-	var out strings.Builder
-	in := false
-	for _, line := range strings.Split(string(data), "\n") {
-		tl := strings.TrimSpace(line)
-		if strings.HasPrefix(tl, "[") {
-			name := strings.Trim(tl, "[] ")
-			in = false
-			for _, p := range prefixes {
-				if strings.HasPrefix(name, p) {
-					in = true
-				}
-			}
-		}
-		if in {
-			out.WriteString(tl)
-			out.WriteByte('\n')
-		}
-	}
-	return out.String()
-}
-
 // goGenerateChanged reports whether the set of //go:generate lines differs.
 func goGenerateChanged(a, b []byte) bool {
 	return goGenerate(a) != goGenerate(b)
@@ -608,24 +748,17 @@ func goGenerate(data []byte) string {
 	return strings.Join(lines, "\n")
 }
 
-// checkFilesOf returns the baseline files the check reads: the workspace
-// files its words name (a script, a Makefile given with -f) and the
-// configuration of the runners it uses; and which runners it uses. sub is
-// the workspace's slash path inside the scanned folder ("" when it is the
-// workspace): the check runs in the workspace, so its words are resolved
-// from there ("../test.sh" with sub "app" is "test.sh").
-func checkFilesOf(check, sub string, base *snapshot) (map[string]bool, map[string]bool) {
-	files, runs := map[string]bool{}, map[string]bool{}
+// runnersOf returns the test runners and build tools a check command line
+// uses, by the names its words give ("go" and "gotest" for go test,
+// "pytest", "unittest", "make", "npm", …), read with a real shell parser.
+func runnersOf(check string) map[string]bool {
+	runs := map[string]bool{}
+	cmds, _ := shellCommands(check)
+	for _, c := range cmds {
+		checkRunners(c, runs)
+	}
 	words := shellWords(check)
 	for i, w := range words {
-		if sub != "" && !path.IsAbs(w) {
-			w = path.Join(sub, w)
-		}
-		if p := cleanRel(w); p != "" {
-			if e := base.entries[p]; e != nil && !e.mode.IsDir() {
-				files[p] = true
-			}
-		}
 		lw := strings.ToLower(path.Base(w))
 		switch lw {
 		case "make", "gmake":
@@ -653,8 +786,60 @@ func checkFilesOf(check, sub string, base *snapshot) (map[string]bool, map[strin
 		case "bazel", "bazelisk":
 			runs["bazel"] = true
 		case "-m":
-			if i+1 < len(words) && words[i+1] == "pytest" {
-				runs["pytest"] = true
+			if i+1 < len(words) && (words[i+1] == "pytest" || words[i+1] == "unittest") {
+				runs[words[i+1]] = true
+			}
+		default:
+			if rePythonCmd.MatchString(lw) {
+				runs["python"] = true
+			}
+		}
+	}
+	return runs
+}
+
+// rePythonCmd matches a Python interpreter's name: python, python3,
+// python3.12, pypy3, uv, poetry, pipenv, hatch, pdm (which run it).
+var rePythonCmd = regexp.MustCompile(`^(python|pypy)\d*(\.\d+)?$|^(uv|poetry|pipenv|hatch|pdm|rye)$`)
+
+// pythonMarkers are files that make a tree a Python project.
+var pythonMarkers = map[string]bool{"pyproject.toml": true, "setup.py": true, "setup.cfg": true, "tox.ini": true,
+	"pytest.ini": true, ".pytest.ini": true, "conftest.py": true, "noxfile.py": true}
+
+// checkFilesOf returns the baseline files the check reads: the workspace
+// files its words name (a script, a Makefile given with -f) and the
+// configuration of the runners it uses; and which runners it uses. sub is
+// the workspace's slash path inside the scanned folder ("" when it is the
+// workspace): the check runs in the workspace, so its words are resolved
+// from there ("../test.sh" with sub "app" is "test.sh").
+func checkFilesOf(check, sub string, base *snapshot) (map[string]bool, map[string]bool) {
+	files, runs := map[string]bool{}, runnersOf(check)
+	for _, w := range shellWords(check) {
+		if sub != "" && !path.IsAbs(w) {
+			w = path.Join(sub, w)
+		}
+		if p := cleanRel(w); p != "" {
+			if e := base.entries[p]; e != nil && !e.mode.IsDir() {
+				files[p] = true
+			}
+		}
+	}
+	if !runs["gotest"] && (len(files) > 0 || runs["make"] || runs["just"] || runs["task"]) {
+		// A script, Makefile or task file of the check may run go test:
+		// in a Go module, assume it does.
+		for _, p := range base.paths {
+			if path.Base(p) == "go.mod" && !strings.Contains("/"+p, "/vendor/") {
+				runs["gotest"], runs["go"] = true, true
+				break
+			}
+		}
+	}
+	if !pythonRuns(runs) && (len(files) > 0 || runs["make"] || runs["just"] || runs["task"]) {
+		// Likewise a Python project's script or Makefile may run pytest.
+		for _, p := range base.paths {
+			if pythonMarkers[path.Base(p)] && !strings.Contains("/"+p, "/node_modules/") && !strings.Contains("/"+p, "/site-packages/") {
+				runs["python"], runs["pytest"] = true, true
+				break
 			}
 		}
 	}
@@ -681,9 +866,11 @@ func runnerConfig(p, sub string, runs map[string]bool) bool {
 	switch {
 	case runs["make"] && (top && (lb == "makefile" || lb == "gnumakefile") || strings.HasSuffix(lb, ".mk")):
 	case runs["npm"] && (strings.HasPrefix(lb, "jest.config.") || strings.HasPrefix(lb, "vitest.config.") ||
-		strings.HasPrefix(lb, ".mocharc") || lb == "jest.setup.js" || lb == "jest.setup.ts" || lb == "babel.config.js" ||
+		strings.HasPrefix(lb, ".mocharc") || lb == "jest.setup.js" || lb == "jest.setup.ts" || strings.HasPrefix(lb, "babel.config.") ||
+		strings.HasPrefix(lb, ".babelrc") || lb == ".npmrc" || lb == ".yarnrc" || lb == ".yarnrc.yml" || lb == ".pnpmfile.cjs" ||
 		strings.HasPrefix(p, "node_modules/") || strings.Contains(p, "/node_modules/")):
-	case runs["pytest"] && (lb == "conftest.py" || lb == "pytest.ini"):
+	case runs["pytest"] && (lb == "conftest.py" || lb == "pytest.ini" || lb == ".pytest.ini"):
+	case (runs["pytest"] || runs["unittest"]) && shadowsPythonRunner(p, sub, runs):
 	case runs["cargo"] && (lb == "build.rs"):
 	case runs["just"] && top && lb == "justfile":
 	case runs["task"] && top && strings.HasPrefix(lb, "taskfile."):
@@ -698,43 +885,30 @@ func runnerConfig(p, sub string, runs map[string]bool) bool {
 	return true
 }
 
-// shellWords splits a shell command line into words, roughly: at blanks and
-// operators, with quotes removed; the script of "sh -c '…'" is split too.
-// It never runs anything.
-func shellWords(s string) []string {
-	var words []string
-	var cur strings.Builder
-	quote, quoted := byte(0), false
-	flush := func() {
-		if cur.Len() == 0 && !quoted {
-			return
-		}
-		w := cur.String()
-		if quoted && len(words) > 0 && words[len(words)-1] == "-c" {
-			words = append(words, shellWords(w)...)
-		} else {
-			words = append(words, w)
-		}
-		cur.Reset()
-		quoted = false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			} else {
-				cur.WriteByte(c)
-			}
-		case c == '\'' || c == '"':
-			quote, quoted = c, true
-		case c == ' ' || c == '\t' || c == '\n' || strings.IndexByte(";&|()<>`$", c) >= 0:
-			flush()
-		default:
-			cur.WriteByte(c)
+// shadowsPythonRunner reports a Python module at the top of the workspace
+// (sub: its slash path in the scanned folder) that "python -m pytest" or
+// "python -m unittest" would import instead of the real runner, since
+// python -m puts the current folder first on sys.path: pytest.py, py.py,
+// pluggy.py, _pytest.py, unittest.py or a package of those names, and
+// sitecustomize.py or usercustomize.py.
+func shadowsPythonRunner(p, sub string, runs map[string]bool) bool {
+	rel := p
+	if sub != "" {
+		var ok bool
+		if rel, ok = strings.CutPrefix(p, sub+"/"); !ok {
+			return false
 		}
 	}
-	flush()
-	return words
+	first, _, _ := strings.Cut(rel, "/")
+	name := strings.TrimSuffix(first, ".py")
+	if first != rel && first == name+".py" {
+		return false // a folder named like a module file
+	}
+	switch name {
+	case "pytest", "_pytest", "py", "pluggy":
+		return runs["pytest"]
+	case "unittest", "sitecustomize", "usercustomize":
+		return true
+	}
+	return false
 }

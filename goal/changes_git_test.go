@@ -68,7 +68,7 @@ func TestChangesGitDatabase(t *testing.T) {
 			risky: []string{".git/hooks/pre-commit", ".git/refs/heads/main"}},
 		{name: "nested repository's database",
 			edit:  map[string]string{"vendor/x/.git/refs/heads/main": "1\n"},
-			risky: []string{"vendor/x/.git/refs/heads/main"}},
+			risky: []string{"vendor/x/.git/ (a new git repository)"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

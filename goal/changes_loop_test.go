@@ -123,3 +123,32 @@ func TestPlantedPasswdSymlinkThroughTheLoop(t *testing.T) {
 		t.Fatalf("the agent did not plant the link: %v", err)
 	}
 }
+
+// TestPlantedGitConfigFailsClosed: the agent fixes the code (the check
+// would pass) and also sets core.fsmonitor in the repository's config. The
+// loop halts unsafe_change right after the turn, without running the check
+// on that tree (on the local host the check could run git there), and the
+// document concludes failure with .git/config named first.
+func TestPlantedGitConfigFailsClosed(t *testing.T) {
+	dir := goModule(t)
+	gitRun(t, dir, "init", "-q")
+	out := runGrounded(t, dir, `sed -i 's/return a - b/return a + b/' calc.go &&
+git config core.fsmonitor 'touch /tmp/goalrun-pwned' && echo "Fixed Sum."`)
+	if out.Passed || out.Grounded || out.Halt != report.HaltUnsafeChange || out.AgentTurns != 1 {
+		t.Fatalf("outcome: passed=%v grounded=%v turns=%d halt=%q (%s)", out.Passed, out.Grounded, out.AgentTurns, out.Halt, out.HaltReason)
+	}
+	if its := out.Iterations.Iterations(); len(its) != 2 || its[1].Check != nil {
+		t.Errorf("iterations = %+v, want the first check and turn 1 without a check", its)
+	}
+	c := out.Changes
+	if c == nil || !slices.Equal(c.GitExecutable, []string{".git/config"}) || c.RiskyPaths[0] != ".git/config" {
+		t.Fatalf("changes = %+v, want .git/config as git_executable and first risky path", c)
+	}
+	doc := report.Finish(out.ReportRun(nil, true), nil)
+	if doc.Conclusion != report.ConclusionFailure || doc.Goal.Passed || *doc.Goal.Halt != report.HaltUnsafeChange {
+		t.Errorf("document: conclusion %q, goal %+v; want failure, unsafe_change (even with --allow-test-edits)", doc.Conclusion, *doc.Goal)
+	}
+	if err := report.ValidateJSON(report.Encode(doc)); err != nil {
+		t.Error(err)
+	}
+}

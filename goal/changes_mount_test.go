@@ -43,7 +43,7 @@ func TestChangesMountRoot(t *testing.T) {
 			edit: map[string]string{"test.sh": "exit 0\n", ".github/workflows/evil.yml": "on: push\n",
 				".git/hooks/pre-commit": "#!/bin/sh\n", "app/a.txt": "b\n"},
 			files:    []string{".git/hooks/pre-commit", ".github/workflows/evil.yml", "app/a.txt", "test.sh"},
-			risky:    []string{"test.sh", ".github/workflows/evil.yml", ".git/hooks/pre-commit"},
+			risky:    []string{".git/hooks/pre-commit", "test.sh", ".github/workflows/evil.yml"},
 			checkMod: true, relTo: report.RelativeToMount},
 		{name: "a branch moved above the workspace",
 			check: "false", workdir: "app", root: func(r string) string { return r },

@@ -229,9 +229,9 @@ func TestChangesRiskyPaths(t *testing.T) {
 		"gen.go":                               riskGenerate,
 		"Makefile":                             riskBuild,
 		".gitignore":                           riskGit,
-		".git/config":                          riskGit,
-		".git/hooks/pre-commit":                riskGit,
-		".git/modules/lib/hooks/post-checkout": riskGit,
+		".git/config":                          hostConfig,
+		".git/hooks/pre-commit":                hostHook,
+		".git/modules/lib/hooks/post-checkout": hostHook,
 		".github/workflows/ci.yml":             riskWorkflow,
 		".claude/settings.json":                riskAgent,
 		".github/CODEOWNERS":                   riskOwners,
@@ -689,7 +689,7 @@ func TestDiffFallbackBeyondMaxEdits(t *testing.T) {
 
 func TestShellWordsAndCheckFiles(t *testing.T) {
 	got := shellWords(`FOO=1 sh -c './check.sh && "tests/run me.py"' ; make -f ci.mk test|tee log`)
-	want := []string{"FOO=1", "sh", "-c", "./check.sh", "tests/run me.py", "make", "-f", "ci.mk", "test", "tee", "log"}
+	want := []string{"sh", "-c", "./check.sh", "tests/run me.py", "make", "-f", "ci.mk", "test", "tee", "log"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("shellWords = %q, want %q", got, want)
 	}
@@ -703,7 +703,45 @@ func TestShellWordsAndCheckFiles(t *testing.T) {
 			t.Errorf("%s not a check file: %v", p, files)
 		}
 	}
-	if files["sub/Makefile"] || files["conftest.py"] || files["x.go"] || !runs["make"] {
+	if files["sub/Makefile"] || files["x.go"] || !runs["make"] {
 		t.Errorf("check files %v runs %v", files, runs)
+	}
+	// A Python project's (conftest.py) script or Makefile may run pytest.
+	if !files["conftest.py"] || !runs["pytest"] {
+		t.Errorf("check files %v runs %v, want pytest assumed", files, runs)
+	}
+}
+
+// TestChangesKeepPatch: with PatchBytes the diff keeps the start of the
+// canonical patch (all of it when it fits, cut and saying so when not),
+// byte for byte what the hash covers.
+func TestChangesKeepPatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit int
+		cut   bool
+	}{
+		{"fits", 1 << 20, false},
+		{"cut", 64, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, dir := chTracker(t, "go test ./...", map[string]string{"calc.go": "package calc\n\nfunc Sum() int { return 1 }\n"})
+			tr.opt.PatchBytes = tc.limit
+			chWrite(t, dir, map[string]string{"calc.go": "package calc\n\nfunc Sum() int { return 2 }\n", "new.go": "package calc\n"})
+			var full bytes.Buffer
+			d := tr.diffTee(t, &full)
+			if d.PatchCut != tc.cut || !strings.HasPrefix(full.String(), d.Patch) {
+				t.Errorf("Patch %q (cut %v), want a prefix of %q cut %v", d.Patch, d.PatchCut, full.String(), tc.cut)
+			}
+			if !tc.cut && d.Patch != full.String() {
+				t.Errorf("Patch %q, want all of %q", d.Patch, full.String())
+			}
+			if tc.cut && len(d.Patch) != tc.limit {
+				t.Errorf("Patch is %d bytes, want %d", len(d.Patch), tc.limit)
+			}
+			if tr.LastDiff() != d {
+				t.Error("LastDiff is not the diff just computed")
+			}
+		})
 	}
 }

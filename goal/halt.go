@@ -211,17 +211,207 @@ func FailureFingerprint(exitCode int, timedOut bool, tail string) (fp, descripti
 	if timedOut {
 		description = "the check timed out"
 	}
-	if len(names) > 0 {
-		shown := names
-		if len(shown) > 3 {
-			shown = shown[:3]
-		}
-		description += " failing " + strings.Join(shown, ", ")
-		if len(names) > 3 {
-			description += fmt.Sprintf(" and %d more", len(names)-3)
-		}
+	if d := DescribeFailingOutput(tail); d != "" {
+		description += " with " + d
 	} else {
 		description += " with the same output"
 	}
 	return hex.EncodeToString(h.Sum(nil)), description
+}
+
+// nextSlash returns the index of the next "/" in s after i, or -1.
+func nextSlash(s string, i int) int {
+	j := strings.Index(s[i+1:], "/")
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}
+
+// describeShown is how many names of one kind DescribeFailing lists
+// before it counts the rest.
+const describeShown = 3
+
+// DescribeFailing says in plain words what FailingTests found, for halt
+// reasons and the human output: "TestWords and TestMean failing in
+// example.com/p1", "a panic (runtime error: …)", "a build error
+// (calc.go:4:2: undefined: x)", "" for no names. A subtest whose parent
+// test is listed is left out (the parent fails with it). It lists at most
+// three names of each kind and counts the rest.
+func DescribeFailing(names []string) string {
+	var tests, pkgs, panics, builds []string
+	for _, n := range names {
+		kind, name, ok := strings.Cut(n, ":")
+		if !ok {
+			tests = append(tests, n)
+			continue
+		}
+		switch kind {
+		case "gopkg", "jestfile":
+			pkgs = append(pkgs, name)
+		case "panic":
+			panics = append(panics, name)
+		case "compile":
+			builds = append(builds, name)
+		default:
+			tests = append(tests, name)
+		}
+	}
+	// A failing subtest's parent fails too: name the parent only.
+	parents := map[string]bool{}
+	for _, t := range tests {
+		parents[t] = true
+	}
+	top := tests[:0:0]
+	for _, t := range tests {
+		sub := false
+		for i := strings.Index(t, "/"); i > 0; i = nextSlash(t, i) {
+			if parents[t[:i]] {
+				sub = true
+				break
+			}
+		}
+		if !sub {
+			top = append(top, t)
+		}
+	}
+	tests = top
+	list := listNames
+	var parts []string
+	switch {
+	case len(tests) > 0:
+		p := list(tests) + " failing"
+		if len(pkgs) > 0 {
+			p += " in " + list(pkgs)
+		}
+		parts = append(parts, p)
+	case len(pkgs) > 0:
+		parts = append(parts, "failures in "+list(pkgs))
+	}
+	if len(panics) > 0 {
+		parts = append(parts, "a panic ("+list(panics)+")")
+	}
+	if len(builds) > 0 {
+		word := "a build error"
+		if len(builds) > 1 {
+			word = "build errors"
+		}
+		parts = append(parts, word+" ("+list(builds)+")")
+	}
+	return strings.Join(parts, " and ")
+}
+
+// listNames lists at most describeShown names and counts the rest:
+// "A, B, C and 2 more", "A and B".
+func listNames(xs []string) string {
+	shown := xs
+	if len(shown) > describeShown {
+		shown = shown[:describeShown]
+	}
+	out := strings.Join(shown, ", ")
+	switch {
+	case len(xs) > describeShown:
+		out += fmt.Sprintf(" and %d more", len(xs)-describeShown)
+	case len(xs) > 1:
+		out = strings.Join(shown[:len(shown)-1], ", ") + " and " + shown[len(shown)-1]
+	}
+	return out
+}
+
+// goPackageTests are the failing top-level tests of one go test package.
+type goPackageTests struct {
+	pkg   string
+	tests []string
+}
+
+// goFailingByPackage groups go test's failing top-level tests by the
+// package whose "FAIL\tpkg" line closes their "--- FAIL" blocks (go test
+// ./... prints each package's output whole, then its status line), in the
+// order the packages appear. Each part is read on its own: a test whose
+// package line is not in the same part stays unattributed, never given to
+// the next part's package.
+func goFailingByPackage(parts ...string) []goPackageTests {
+	var groups []goPackageTests
+	at := map[string]int{}
+	seen := map[string]bool{}
+	for _, part := range parts {
+		var pending []string
+		for _, l := range strings.Split(part, "\n") {
+			if m := reGoFail.FindStringSubmatch(l); m != nil {
+				if name := strings.TrimSpace(m[1]); !strings.Contains(name, "/") {
+					pending = append(pending, name)
+				}
+				continue
+			}
+			m := reGoPkgFail.FindStringSubmatch(l)
+			if m == nil || len(pending) == 0 {
+				continue
+			}
+			i, ok := at[m[1]]
+			if !ok {
+				i = len(groups)
+				at[m[1]] = i
+				groups = append(groups, goPackageTests{pkg: m[1]})
+			}
+			for _, t := range pending {
+				if !seen[m[1]+"\x00"+t] {
+					seen[m[1]+"\x00"+t] = true
+					groups[i].tests = append(groups[i].tests, t)
+				}
+			}
+			pending = nil
+		}
+	}
+	return groups
+}
+
+// DescribeFailingOutput is DescribeFailing for check output read in parts
+// (the failing-test lines, the tail): go tests are named with the package
+// each failed in ("TestA failing in example.com/p1; TestB failing in
+// example.com/p2"), at most three packages, the rest counted.
+func DescribeFailingOutput(parts ...string) string {
+	names := FailingTests(strings.Join(parts, "\n"))
+	groups := goFailingByPackage(parts...)
+	if len(groups) == 0 {
+		return DescribeFailing(names)
+	}
+	var segs []string
+	for i, g := range groups {
+		if i == describeShown {
+			segs = append(segs, fmt.Sprintf("failures in %d more packages", len(groups)-describeShown))
+			break
+		}
+		segs = append(segs, listNames(g.tests)+" failing in "+g.pkg)
+	}
+	// Tests whose package line was not kept (a cut output) are named
+	// without one.
+	attributed := map[string]bool{}
+	for _, g := range groups {
+		for _, t := range g.tests {
+			attributed[t] = true
+		}
+	}
+	var loose []string
+	for _, part := range parts {
+		for _, m := range reGoFail.FindAllStringSubmatch(part, -1) {
+			if t := strings.TrimSpace(m[1]); !strings.Contains(t, "/") && !attributed[t] {
+				attributed[t] = true
+				loose = append(loose, t)
+			}
+		}
+	}
+	if len(loose) > 0 {
+		segs = append(segs, listNames(loose)+" failing")
+	}
+	var rest []string
+	for _, n := range names {
+		if !strings.HasPrefix(n, "go:") && !strings.HasPrefix(n, "gopkg:") {
+			rest = append(rest, n)
+		}
+	}
+	out := strings.Join(segs, "; ")
+	if r := DescribeFailing(rest); r != "" {
+		out += " and " + r
+	}
+	return out
 }

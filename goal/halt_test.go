@@ -37,6 +37,36 @@ func TestFailingTests(t *testing.T) {
 	}
 }
 
+func TestDescribeFailing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		names []string
+		want  string
+	}{
+		{"nothing", nil, ""},
+		{"one go test in its package", []string{"go:TestWords", "gopkg:example.com/p1"}, "TestWords failing in example.com/p1"},
+		{"two tests", []string{"go:TestMean", "go:TestSum", "gopkg:example.com/calc"}, "TestMean and TestSum failing in example.com/calc"},
+		{"many tests are counted", []string{"go:TestA", "go:TestB", "go:TestC", "go:TestD", "go:TestE"}, "TestA, TestB, TestC and 2 more failing"},
+		{"subtests fold into their parent", []string{"go:TestMean", "go:TestMean/one", "go:TestMean/one/deep", "go:TestSum/negative", "gopkg:example.com/calc"},
+			"TestMean and TestSum/negative failing in example.com/calc"},
+		{"a build failure names only the package", []string{"gopkg:example.com/calc"}, "failures in example.com/calc"},
+		{"pytest", []string{"pytest:tests/test_a.py::test_one"}, "tests/test_a.py::test_one failing"},
+		{"a panic", []string{"panic:runtime error: index out of range [3] with length 3"}, "a panic (runtime error: index out of range [3] with length 3)"},
+		{"a compile error", []string{"compile:./calc.go:4:2: undefined: x"}, "a build error (./calc.go:4:2: undefined: x)"},
+		{"jest file and test", []string{"jest:adds negatives", "jestfile:src/sum.test.js"}, "adds negatives failing in src/sum.test.js"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DescribeFailing(tc.names)
+			if got != tc.want {
+				t.Errorf("DescribeFailing(%q) = %q, want %q", tc.names, got, tc.want)
+			}
+			if strings.Contains(got, " go:") || strings.Contains(got, "gopkg:") || strings.Contains(got, "compile:") {
+				t.Errorf("internal prefix shown: %q", got)
+			}
+		})
+	}
+}
+
 func TestFailureFingerprintIgnoresNoise(t *testing.T) {
 	same := []struct{ a, b string }{
 		{"--- FAIL: TestSum (0.00s)\nFAIL\texample.com/calc\t0.012s\n", "--- FAIL: TestSum (1.37s)\nFAIL\texample.com/calc\t2.5s\n"},
@@ -53,7 +83,7 @@ func TestFailureFingerprintIgnoresNoise(t *testing.T) {
 	}
 	base := "--- FAIL: TestSum (0.00s)\n"
 	f0, desc := FailureFingerprint(1, false, base)
-	if !strings.Contains(desc, "go:TestSum") || !strings.Contains(desc, "exited 1") {
+	if desc != "the check exited 1 with TestSum failing" {
 		t.Errorf("description = %q", desc)
 	}
 	for name, other := range map[string]func() string{
@@ -104,7 +134,7 @@ func TestHaltsNoProgress(t *testing.T) {
 				if halt != s.want {
 					t.Fatalf("iteration %d: halt %q (%s), want %q", s.iter, halt, reason, s.want)
 				}
-				if halt != "" && (!strings.Contains(reason, "go:TestSum") || !strings.Contains(reason, "did not change")) {
+				if halt != "" && (!strings.Contains(reason, "the check exited 1 with TestSum failing in example.com/calc each time") || !strings.Contains(reason, "did not change")) {
 					t.Errorf("reason = %q", reason)
 				}
 			}

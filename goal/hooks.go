@@ -63,6 +63,17 @@ type Tracker interface {
 	Changes(ctx context.Context) *report.Changes
 }
 
+// HostCodeTracker is an optional ability of a Tracker: after AfterTurn it
+// names the changes that would make git, run later in this tree on the
+// host, run a program the agent wrote (git's executable configuration; see
+// WorkspaceTracker.HostCode). The loop then halts the run
+// (report.HaltUnsafeChange) without running the check on that tree.
+type HostCodeTracker interface {
+	HostCode() []RiskyPath
+}
+
+var _ HostCodeTracker = (*WorkspaceTracker)(nil)
+
 // Evidence collects what backs (or contradicts) the agent's claims and
 // finds the ungrounded ones at the end.
 type Evidence interface {

@@ -93,8 +93,8 @@ func (s *scriptedSandbox) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Re
 func (s *scriptedSandbox) Posture() sandbox.Posture        { return sandbox.Posture{Mode: "local"} }
 func (s *scriptedSandbox) Close(ctx context.Context) error { return nil }
 
-// claudeJudgeStream is Claude Code stream-json (the shape of
-// /work/shared/transcripts/claude-code-2.1.332) for a judge that reads a
+// claudeJudgeStream is Claude Code stream-json (the shape of the
+// recorded transcripts in goal/agent/testdata/transcripts) for a judge that reads a
 // file and answers in a code fence.
 func claudeJudgeStream(answer string) string {
 	q := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(answer)

@@ -1,5 +1,5 @@
 // Package goal is goalrun's loop: check → agent turn → check … until the
-// check passes or a halt (architecture.md, "Data flow"). It owns time
+// check passes or a halt (docs/architecture.md, "One run, step by step"). It owns time
 // (iteration and wall-clock limits, cancellation), runs every step in a
 // sandbox.Sandbox, feeds the agent's stdout through its adapter's parser,
 // turns what it learns into progress events and receipts, and returns an
@@ -10,10 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
@@ -22,13 +25,13 @@ import (
 
 // Defaults of Config's zero values.
 const (
-	// DefaultMaxIterations bounds agent turns (architecture.md: 5).
+	// DefaultMaxIterations bounds agent turns (README.md, "Limits": 5).
 	DefaultMaxIterations = 5
 	// DefaultResultGrace is how long an agent process may keep running after
 	// its terminal event before the loop kills it (agent.TerminalGrace).
 	DefaultResultGrace = agent.TerminalGrace
-	// finishGrace bounds the work done after an interruption (changes),
-	// so the whole shutdown stays within the 5 seconds architecture.md allows.
+	// finishGrace bounds the work done after a cancellation without a
+	// sandbox.StopClock (an interrupted run has PhaseFinish's deadline).
 	finishGrace = time.Second
 	// finishTimeout bounds the work done after a normal end.
 	finishTimeout = 2 * time.Minute
@@ -62,6 +65,10 @@ type Config struct {
 	AgentArgs []string
 	MaxTurns  int
 	BaseURL   string
+	// NotRunnableAdvice are the suggestions of a CheckNotRunnable failure:
+	// what the sandbox holds and the flag that gives it the command (nil: a
+	// generic sentence). The runner knows the sandbox; the loop does not.
+	NotRunnableAdvice []string
 	// MissingKey names the variable the agent reads its model API key from
 	// when the runner knows the agent cannot have a key: the variable is not
 	// set and the sandbox holds no login of the agent's own (a Docker
@@ -70,11 +77,19 @@ type Config struct {
 	// first check fails, the run ends auth_required (missing_key) before any
 	// agent turn, naming the variable.
 	MissingKey string
+	// ModelGateway is the --model-gateway base URL the agent's model API
+	// requests go to ("" = the agent's public API): an auth failure's
+	// advice names it, since the gateway (or the API behind it) is what
+	// refused the key.
+	ModelGateway string
 	// MaxIterations bounds agent turns (0 = DefaultMaxIterations).
 	MaxIterations int
 	// Timeout bounds the whole run's wall clock (0 = none); StepTimeout one
 	// agent turn or one check (0 = none).
 	Timeout, StepTimeout time.Duration
+	// Started is when the run began, before its sandbox started: Timeout
+	// counts from it (zero: from the loop's start).
+	Started time.Time
 	// ResultGrace is how long an agent process may run on after its
 	// terminal event (0 = DefaultResultGrace).
 	ResultGrace time.Duration
@@ -85,6 +100,14 @@ type Config struct {
 	// Now is the clock (nil = time.Now); durations in the outcome and
 	// events are measured with it.
 	Now func() time.Time
+	// Setup are the setup steps run before the first check
+	// (sandbox.RoleSetup), in order.
+	Setup []SetupStep
+	// Environment is what goalrun knows of the project beyond the check's
+	// output (declared dependencies, the setup commands that ran), for
+	// telling a check that fails for its environment from the agent's
+	// failure (EnvironmentFailure).
+	Environment Environment
 
 	// Grounding seams (nil = off); see hooks.go.
 	Judge    Judge
@@ -204,16 +227,26 @@ func (l *loop) run(parent context.Context) {
 	l.out.Started = l.started
 	ctx := parent
 	if l.cfg.Timeout > 0 {
+		budget := l.cfg.Timeout
+		if !l.cfg.Started.IsZero() {
+			budget -= l.started.Sub(l.cfg.Started)
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(parent, l.cfg.Timeout, errRunTimeout)
+		ctx, cancel = context.WithTimeoutCause(parent, budget, errRunTimeout)
 		defer cancel()
 	}
 
+	if !l.runSetup(parent, ctx) {
+		return
+	}
 	if l.cfg.Check != "" {
 		cr, err := l.runCheck(ctx, 0)
 		l.out.Iterations.Add(report.Iteration{N: 0, Check: checkResult(cr)})
 		switch {
 		case l.stopped(parent, ctx, "the first check"):
+			return
+		case err == nil && cr.Environment != nil:
+			l.environmentFailed(cr)
 			return
 		case err != nil && errors.Is(err, sandbox.ErrNotStarted), err == nil && (cr.ExitCode == 126 || cr.ExitCode == 127):
 			l.checkNotRunnable(cr, err)
@@ -225,7 +258,7 @@ func (l *loop) run(parent context.Context) {
 		}
 		l.evaluate(0, cr, nil)
 		if cr.Passed {
-			l.out.Passed, l.out.Grounded = true, true
+			l.out.Passed, l.out.Grounded, l.out.TestedNothing = true, true, cr.TestedNothing
 			l.out.Summary = "The check already passed before any agent turn; the agent was not started."
 			return
 		}
@@ -303,7 +336,7 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 		if spec, err := agent.SpecOf(l.cfg.Adapter.Name()); err == nil {
 			keyEnv = spec.API.KeyEnv
 		}
-		advice, haltReason := authAdvice(reason, keyEnv)
+		advice, haltReason := authAdvice(reason, keyEnv, l.cfg.ModelGateway)
 		detail := map[string]any{"iteration": i}
 		if keyEnv != "" {
 			detail["key_env"] = keyEnv
@@ -323,6 +356,21 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 
 	if l.cfg.Tracker != nil {
 		l.trackState(ctx, i)
+		if hc, ok := l.cfg.Tracker.(HostCodeTracker); ok {
+			if found := hc.HostCode(); len(found) > 0 {
+				// Fail closed before the check: on the local host the
+				// check itself could run git in this tree.
+				record()
+				paths := make([]string, len(found))
+				for k, f := range found {
+					paths[k] = f.Path
+				}
+				reason := report.UnsafeChangeReason(paths)
+				l.emitEvaluated(i, false, false, "the agent changed git's executable configuration or goalrun's configuration; the check is not run", report.HaltUnsafeChange, reason)
+				l.halt(report.HaltUnsafeChange, reason)
+				return true
+			}
+		}
 	}
 
 	var cr CheckRun
@@ -367,6 +415,9 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 	if met {
 		l.emitEvaluated(i, met, grounded, why, "", "")
 		l.out.Passed, l.out.Grounded = true, grounded
+		if grounded {
+			l.out.TestedNothing = cr.TestedNothing
+		}
 		return true
 	}
 
@@ -380,10 +431,14 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 	}
 	failed := halt == "" && tr.Status != agent.StatusSuccess
 	if failed {
-		halt, reason = report.HaltAgentError, fmt.Sprintf("Agent turn %d failed (%s).", i, firstNonEmpty(tr.Cause, "turn_failed"))
+		halt, reason = report.HaltAgentError, fmt.Sprintf("Agent turn %d failed: %s.", i, causeWords(firstNonEmpty(tr.Cause, agent.CauseTurnFailed), step.exitCode))
 	}
 	if halt == "" && i == l.cfg.MaxIterations {
 		halt, reason = report.HaltMaxIterations, maxIterationsReason(l.cfg.MaxIterations)
+	}
+	if halt != "" && cr.Environment != nil {
+		reason += " The last check failed for its environment, not a test: " + cr.Environment.Describe() +
+			"; the check sees only the dependencies prepared before the first turn. " + envRerunAdvice
 	}
 	l.emitEvaluated(i, met, grounded, why, halt, reason)
 	switch {
@@ -468,6 +523,8 @@ func checkWhy(cr CheckRun) string {
 		return fmt.Sprintf("the check timed out after %.1fs (--step-timeout)", seconds(cr.Duration))
 	case cr.OOMKilled:
 		return "the check was killed for exceeding the sandbox's memory limit"
+	case cr.Passed && cr.TestedNothing != "":
+		return "the check exited 0 but tested nothing"
 	case cr.Passed:
 		return "the check exited 0"
 	}
@@ -483,9 +540,13 @@ func (l *loop) stopped(parent, ctx context.Context, where string) bool {
 	}
 	switch {
 	case parent.Err() != nil:
+		sig := "SIGINT, SIGTERM, SIGHUP or SIGQUIT"
+		if in := sandbox.InterruptOf(parent); in != nil && in.Signal != nil {
+			sig = sandbox.SignalName(in.Signal)
+		}
 		l.out.Failure = &Failure{
 			Code: report.ErrCancelled, Cause: "interrupted",
-			Message:     fmt.Sprintf("goalrun was interrupted (SIGINT or SIGTERM) during %s; the running step was stopped.", where),
+			Message:     fmt.Sprintf("goalrun was interrupted (%s) during %s; the running step was stopped.", sig, where),
 			Suggestions: []string{"Run goalrun again to continue; work the agent already did stays in the workspace."},
 		}
 		l.out.Halt, l.out.HaltReason = report.HaltInterrupted, "Interrupted by a signal during "+where+"."
@@ -523,11 +584,51 @@ func (l *loop) checkNotRunnable(cr CheckRun, err error) {
 		msg += " (exit status 126: found but not executable)"
 	}
 	if tail := strings.TrimSpace(cr.Tail); tail != "" {
-		msg += ". Its output ends: " + tail
+		msg += ". Its output ends: " + report.Shorten(report.Fold(tail), report.BriefCap)
 	}
-	l.fail(report.ErrCheckNotRunnable, "check_not_runnable", msg, detail,
-		"Make sure the check command exists in the sandbox image and is executable.",
-		"Try the check command in the workspace by hand; it should exit 0 when the goal is met.")
+	msg += ". No agent turn was spent on it."
+	l.fail(report.ErrCheckNotRunnable, "check_not_runnable", msg, detail, firstNonNil(l.cfg.NotRunnableAdvice,
+		[]string{"Make sure the check's command exists in the sandbox and is executable there: the check runs inside the sandbox, not on this machine."})...)
+}
+
+func firstNonNil(a, b []string) []string {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// envTailBytes is how much of the check's output tail the message of an
+// environment failure quotes: the last 1024 bytes (the whole message is
+// capped at report.SummaryCap).
+const envTailBytes = 1024
+
+// environmentFailed ends the run when the first check failed for its
+// environment: no agent turn could mend it.
+func (l *loop) environmentFailed(cr CheckRun) {
+	e := cr.Environment
+	detail := map[string]any{"iteration": 0, "command": l.cfg.Check, "exit_code": cr.ExitCode, "line": e.Line}
+	if e.Ecosystem != "" {
+		detail["ecosystem"] = e.Ecosystem
+	}
+	if e.Missing != "" {
+		detail["missing"] = e.Missing
+	}
+	msg := fmt.Sprintf("The check %q cannot pass in this environment: %s. No agent turn was spent on it. The line that shows it: %s", l.cfg.Check, e.Describe(), e.Line)
+	if notes := l.setupNotes(); notes != "" {
+		msg += ". Before the check, the setup step ran: " + notes
+	} else if len(l.cfg.Environment.Setup) > 0 {
+		msg += fmt.Sprintf(". Before the check, the setup step ran: %s", strings.Join(l.cfg.Environment.Setup, "; "))
+	}
+	p := l.cfg.Sandbox.Posture()
+	if note := egressRefusalNote("the setup step", p.SetupEgressDenied, p.SetupEgressDenials); note != "" {
+		msg += ". " + note
+		detail["egress_denials"] = strings.Join(p.SetupEgressDenials, "; ")
+	}
+	if tail := strings.TrimSpace(report.CapTail(cr.Tail, cr.TailBytes, envTailBytes)); tail != "" {
+		msg += ". The check's output ends:\n" + tail
+	}
+	l.fail(report.ErrEnvironmentFailed, e.Cause, msg, detail, withAllowNetsFix(e.Fixes(l.cfg.Environment), p.SetupEgressDenials)...)
 }
 
 // maxIterationsReason is the halt reason for max_iterations after n turns.
@@ -537,6 +638,34 @@ func maxIterationsReason(n int) string {
 		turns = "agent turn"
 	}
 	return fmt.Sprintf("The goal was not met after %d %s (--max-iterations).", n, turns)
+}
+
+// causeWords says an agent turn's failure cause in plain words, for halt
+// reasons people read (the code itself is in failure.cause).
+func causeWords(cause string, exitCode int) string {
+	switch cause {
+	case agent.CauseNoResultEvent:
+		return "its CLI ended without its final result (it crashed or was killed)"
+	case agent.CauseResultError:
+		return "its CLI reported the turn as an error"
+	case agent.CauseTurnFailed:
+		return "its CLI reported the turn as failed"
+	case agent.CauseErrorEvent:
+		return "its CLI reported an error during the turn"
+	case agent.CauseMaxTurns:
+		return "its CLI stopped at its own turn limit (--max-turns)"
+	case agent.CauseExitStatus:
+		return fmt.Sprintf("the command exited %d", exitCode)
+	case agent.CauseRetryStorm:
+		return "its CLI kept retrying the model API, which was overloaded or unreachable"
+	case agent.CauseEgressRefused:
+		return "goalrun's egress proxy could not reach the model API (--allow-host)"
+	case CauseStepTimeout:
+		return "it ran longer than --step-timeout and was killed"
+	case CauseOOM:
+		return "it ran out of the sandbox's memory and was killed"
+	}
+	return strings.ReplaceAll(cause, "_", " ")
 }
 
 // Causes of an agent turn's failure that the sandbox, not the agent's
@@ -554,16 +683,37 @@ const NoExitCode = -1
 func (l *loop) runCheck(ctx context.Context, i int) (CheckRun, error) {
 	l.events.Emit(report.EventCheckStarted, report.PhaseVerifying, "check: "+l.cfg.Check,
 		map[string]any{"iteration": i, "command": l.cfg.Check})
-	out := sandbox.NewTailWriter(nil, CheckTailKeep)
+	scan := NewOutputScanner()
+	runs := runnersOf(l.cfg.Check)
+	tally := &testTally{pytest: runs["pytest"]}
+	script := l.cfg.Check
+	// What people see (the kept tail); the scanner and the tally read
+	// every byte as the check printed it.
+	tail := sandbox.NewTailWriter(nil, CheckTailKeep)
+	var shown io.Writer = tail
+	var quiet *goQuiet
+	if runs["gotest"] {
+		script = goVerbosePrefix + script
+		if !goVerboseAsked(l.cfg.Check) {
+			quiet = newGoQuiet(tail)
+			shown = quiet
+		}
+	}
+	// This writer serialises stdout and stderr and passes every byte on.
+	out := sandbox.NewTailWriter(io.MultiWriter(scan, tally, shown), 0)
 	start := l.now()
 	res, err := l.cfg.Sandbox.Exec(ctx, sandbox.Cmd{
 		Role:    sandbox.RoleCheck,
-		Args:    sandbox.Shell(l.cfg.Check),
+		Args:    sandbox.Shell(script),
+		Env:     checkPythonEnv(),
 		Stdout:  out,
 		Stderr:  out,
 		Timeout: l.cfg.StepTimeout,
 	})
-	o := out.Output()
+	if quiet != nil {
+		quiet.Close()
+	}
+	o := tail.Output()
 	cr := CheckRun{
 		Iteration: i, Command: l.cfg.Check, ExitCode: res.ExitCode,
 		TimedOut: res.TimedOut, OOMKilled: res.OOMKilled, Cancelled: res.Cancelled,
@@ -577,12 +727,44 @@ func (l *loop) runCheck(ctx context.Context, i int) (CheckRun, error) {
 		cr.ExitCode = NoExitCode // stopped, possibly before it started: it did not exit 0
 	}
 	cr.Passed = err == nil && res.ExitCode == 0 && !res.TimedOut && !res.Cancelled && !res.OOMKilled
+	if !cr.Passed {
+		cr.Failures = scan.Failures()
+		if err == nil && !cr.TimedOut && !cr.Cancelled && !cr.OOMKilled {
+			cr.Environment = EnvironmentFailure(scan.EnvLines()+"\n"+cr.Tail, l.cfg.Environment)
+		}
+	}
+	if nothing, why := tally.nothing(); nothing && cr.Passed {
+		cr.TestedNothing = why
+	}
 	data := map[string]any{"iteration": i, "command": l.cfg.Check, "exit_code": cr.ExitCode,
 		"seconds": seconds(cr.Duration), "passed": cr.Passed}
 	if cr.TimedOut {
 		data["timed_out"] = true
 	}
+	if !cr.Passed && err == nil {
+		// What people need to see of a failing check: what failed, the
+		// failing tests' own lines, and the end of its output.
+		if d := DescribeFailingOutput(cr.Failures, cr.Tail); d != "" {
+			data["failing"] = d
+		}
+		tail := cr.Tail
+		if cr.TailBytes > int64(len(tail)) { // the kept tail starts mid-line
+			tail = report.Ellipsis + tail
+		}
+		fl, tl := CheckExcerpt(cr.Failures, tail, CheckEventLines, CheckEventLines)
+		if len(fl) > 0 {
+			data["failure_lines"] = fl
+		}
+		if len(tl) > 0 {
+			data["tail_lines"] = tl
+		}
+	}
 	msg := fmt.Sprintf("check %s in %.1fs", passWord(cr), seconds(cr.Duration))
+	if cr.Environment != nil {
+		data["environment"] = cr.Environment.Cause
+		msg += " — for its environment: " + cr.Environment.Describe()
+		data["failing"] = "for its environment: " + cr.Environment.Describe()
+	}
 	if err != nil && cr.Cancelled {
 		data["error"] = err.Error()
 		msg = "check stopped: " + checkWhy(cr)
@@ -593,9 +775,84 @@ func (l *loop) runCheck(ctx context.Context, i int) (CheckRun, error) {
 	l.events.Emit(report.EventCheckFinished, report.PhaseVerifying, msg, data)
 	if l.cfg.Evidence != nil && err == nil && !res.Cancelled {
 		l.cfg.Evidence.SetCheck(l.cfg.Check, true, cr.Passed, res.ExitCode)
+		if te, ok := l.cfg.Evidence.(interface{ SetTestedNothing() }); ok && cr.TestedNothing != "" {
+			te.SetTestedNothing()
+		}
 	}
 	l.lastRun = &cr
 	return cr, err
+}
+
+// CheckEventLines is how many lines of a failing check's output its
+// check_finished event carries (tail_lines), each at most
+// CheckEventLineBytes long (cut plainly).
+const (
+	CheckEventLines     = 10
+	CheckEventLineBytes = 200
+)
+
+// CheckExcerpt returns what to show of a failing check: up to nFail of
+// the failing tests' own lines (failures: CheckRun.Failures, found anywhere
+// in the output) and the last nTail lines of its tail (TailLines) — only
+// the last few when the failing tests' lines lead. The failing tests'
+// lines are left out when the tail already shows them all.
+// Every line is shortened plainly to CheckEventLineBytes.
+func CheckExcerpt(failures, tail string, nFail, nTail int) (failLines, tailLines []string) {
+	tailLines = TailLines(tail, nTail)
+	in := map[string]bool{}
+	for _, l := range tailLines {
+		in[l] = true
+	}
+	all := true
+	for _, l := range strings.Split(strings.TrimSpace(report.Unmarked(failures)), "\n") {
+		l = strings.TrimRight(l, "\r\t ")
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		l = report.Shorten(l, CheckEventLineBytes)
+		if !in[l] {
+			all = false
+		}
+		if len(failLines) < nFail {
+			failLines = append(failLines, l)
+		}
+	}
+	if all {
+		return nil, tailLines
+	}
+	if len(tailLines) > excerptTailAfterFailures { // the end is only context now
+		tailLines = tailLines[len(tailLines)-excerptTailAfterFailures:]
+	}
+	return failLines, tailLines
+}
+
+// excerptTailAfterFailures is how many of the tail's last lines
+// CheckExcerpt keeps when the failing tests' own lines lead.
+const excerptTailAfterFailures = 4
+
+// TailLines returns the last n non-blank lines of a check's output tail,
+// each shortened to CheckEventLineBytes with a plain "…". A tail cut at
+// its start (it begins with report.Ellipsis or CapTail's marker) loses its
+// first, partial line unless that is the only one.
+func TailLines(tail string, n int) []string {
+	tail = strings.TrimRight(report.Unmarked(tail), "\n\r\t ")
+	if tail == "" || n <= 0 {
+		return nil
+	}
+	lines := strings.Split(tail, "\n")
+	if strings.HasPrefix(lines[0], report.Ellipsis) && len(lines) > 1 {
+		lines = lines[1:]
+	}
+	var out []string
+	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
+		l := strings.TrimRight(lines[i], "\r\t ")
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		out = append(out, report.Shorten(l, CheckEventLineBytes))
+	}
+	slices.Reverse(out)
+	return out
 }
 
 func passWord(cr CheckRun) string {
@@ -613,11 +870,15 @@ func passWord(cr CheckRun) string {
 // checkResult is the document's view of a check run: the raw tail and the
 // output's total length, which report.Finish caps (CapTail) after redaction.
 func checkResult(cr CheckRun) *report.CheckResult {
-	return &report.CheckResult{
+	r := &report.CheckResult{
 		ExitCode: cr.ExitCode, Passed: cr.Passed, Seconds: seconds(cr.Duration),
-		Tail: cr.Tail, OutputBytes: cr.TailBytes,
+		Failures: cr.Failures, Tail: cr.Tail, OutputBytes: cr.TailBytes,
 		TimedOut: cr.TimedOut, OOMKilled: cr.OOMKilled,
 	}
+	if cr.Environment != nil {
+		r.Environment = cr.Environment.Describe()
+	}
+	return r
 }
 
 // egressFailure is the failure of agent turn i whose model API requests
@@ -636,6 +897,9 @@ func (l *loop) egressFailure(i int, msg string, detail map[string]any) (string, 
 	}
 	advice := "The agent's model API could not be reached through goalrun's egress proxy: check that this machine can resolve and reach the model API's host (network, DNS, firewall), " +
 		"add any other host the agent needs with --allow-host (the allow-host setting), and read sandbox.egress_denials in the document for each refused destination and why."
+	if fix := allowNetsFix(p.EgressDenials); fix != "" {
+		advice = fix + " Read sandbox.egress_denials in the document for each refused destination and why."
+	}
 	return msg, detail, advice
 }
 
@@ -643,7 +907,7 @@ func (l *loop) egressFailure(i int, msg string, detail map[string]any) (string, 
 // in Config.MissingKey and cannot have it (auth_required, missing_key).
 func (l *loop) missingKey() {
 	key := l.cfg.MissingKey
-	advice, haltReason := authAdvice(agent.AuthMissingKey, key)
+	advice, haltReason := authAdvice(agent.AuthMissingKey, key, l.cfg.ModelGateway)
 	l.out.Failure = &Failure{
 		Code: report.ErrAuthRequired, Cause: "auth_required", Reason: agent.AuthMissingKey,
 		Message: fmt.Sprintf("The %s agent needs its model API key in %s, which is not set in goalrun's environment, and the sandbox holds no login of the agent's own; no agent turn was started.",
@@ -655,12 +919,53 @@ func (l *loop) missingKey() {
 	l.halted = true
 }
 
+// StoppedOutcome is how a run ends that stopped before the loop began
+// (while its sandbox was starting): cancelled when parent was interrupted,
+// halted "timeout" when ctx (parent with the run's deadline) ran out; where
+// names what was under way ("the sandbox's start"). cfg needs Adapter and
+// the check or goal text.
+func StoppedOutcome(parent, ctx context.Context, cfg Config, where string) Outcome {
+	l := newLoop(cfg)
+	if !l.stopped(parent, ctx, where) {
+		l.halt(report.HaltTimeout, fmt.Sprintf("The run's time budget of %s (--timeout) ran out during %s.", l.cfg.Timeout, where))
+	}
+	return l.out
+}
+
+// MissingKeyOutcome is how a run ends that goalrun stops before anything
+// starts (no sandbox, no check) because the agent needs the model API key
+// named in cfg.MissingKey and cannot have it: auth_required, missing_key,
+// the same failure the loop reports when it finds out after the first
+// check. cfg needs Adapter, MissingKey and the check or goal text.
+func MissingKeyOutcome(cfg Config) Outcome {
+	l := newLoop(cfg)
+	l.missingKey()
+	l.out.Failure.Message = fmt.Sprintf("The %s agent needs its model API key in %s, which is not set in goalrun's environment, and a Docker sandbox holds no login of the agent's own; goalrun stopped before starting anything.",
+		l.cfg.Adapter.Name(), cfg.MissingKey)
+	return l.out
+}
+
 // authAdvice is the suggestion for an auth_required turn: it names the
-// variable the agent reads its key from (keyEnv; "" when unknown).
-func authAdvice(reason, keyEnv string) (advice, halt string) {
+// variable the agent reads its key from (keyEnv; "" when unknown) and, when
+// the model API requests go to a model gateway (gateway, --model-gateway),
+// the gateway, whose key or upstream credentials are then what to fix.
+func authAdvice(reason, keyEnv, gateway string) (advice, halt string) {
 	key := "the agent's model API key"
 	if keyEnv != "" {
 		key = keyEnv
+	}
+	if gateway != "" {
+		gw := "the model gateway " + gateway + " (--model-gateway)"
+		switch reason {
+		case agent.AuthMissingKey:
+			return fmt.Sprintf("Set %s to the key %s expects in the environment goalrun runs in (in GitHub Actions, from a repository secret), then run goalrun again: goalrun sends the agent's model API requests there with that key.", key, gw),
+				fmt.Sprintf("The agent has no key for its model gateway (%s is not set).", key)
+		case agent.AuthExpired:
+			return fmt.Sprintf("Renew the credentials in %s, or those %s holds for the API behind it: the answer says they have expired.", key, gw),
+				"The model gateway says the agent's credentials have expired."
+		}
+		return fmt.Sprintf("Check the key in %s against %s, and the credentials the gateway holds for the API behind it: the gateway (or that API) refused the agent's key. Then run goalrun again.", key, gw),
+			"The model gateway refused the agent's credentials."
 	}
 	switch reason {
 	case agent.AuthMissingKey:
@@ -728,6 +1033,8 @@ func (l *loop) turnFailure(i int, step turnStep, tr agent.TurnResult) (msg strin
 		advice = "The agent ran out of memory in the sandbox (failure.oom_killed): give the task less to hold at once, or run it in a sandbox with more memory."
 	case step.timedOut:
 		advice = "The agent turn hit --step-timeout (failure.timed_out): raise --step-timeout, or give the agent a smaller task per turn."
+	case tr.Cause == agent.CauseRetryStorm:
+		advice = "The model API kept failing (rate limit, quota or a server error, as the message says) and the agent would have kept retrying for minutes: check the key's quota and the provider's status, then run goalrun again."
 	}
 	return msg, detail, advice
 }
@@ -808,6 +1115,7 @@ func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult
 		step.stderrSize = errOut.Bytes
 	}
 	if err != nil {
+		l.emitAgentFinished(i, step, agent.StatusFailed)
 		return step, agent.TurnResult{Status: agent.StatusFailed, Cause: "not_started", Message: err.Error()}, err
 	}
 	st.Close()
@@ -837,8 +1145,40 @@ func (l *loop) agentTurn(ctx context.Context, i int) (turnStep, agent.TurnResult
 		}
 		tr.Status, tr.Message = agent.StatusFailed, why
 	}
+	l.mu.Lock()
+	said := l.lastText != ""
+	l.mu.Unlock()
+	if w := lastWords(tr.Summary); !said && w != "" {
+		// An agent whose words reached no text event (the command agent's
+		// plain stdout) still says them in the progress, like the others.
+		l.events.Emit(report.EventText, report.PhaseReasoning, w, map[string]any{"iteration": i})
+	}
 	l.endTurn(i, tr)
+	l.emitAgentFinished(i, step, tr.Status)
 	return step, tr, nil
+}
+
+// lastWords is the end of a turn's summary for a text event: without a
+// truncation marker, at most report.TextEventCap bytes (a cut start shown
+// as report.Ellipsis), "" for a blank summary.
+func lastWords(summary string) string {
+	s := strings.TrimSpace(report.Unmarked(summary))
+	if len(s) <= report.TextEventCap {
+		return s
+	}
+	cut := len(s) - report.TextEventCap + len(report.Ellipsis)
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return report.Ellipsis + s[cut:]
+}
+
+// emitAgentFinished emits agent_finished for turn i: its duration, exit
+// code and status.
+func (l *loop) emitAgentFinished(i int, step turnStep, status string) {
+	l.events.Emit(report.EventAgentFinished, report.PhaseActing,
+		fmt.Sprintf("agent turn %d finished in %.1fs", i, seconds(step.duration)),
+		map[string]any{"iteration": i, "seconds": seconds(step.duration), "exit_code": step.exitCode, "status": status})
 }
 
 // endTurn folds a finished turn's result into the outcome.
@@ -911,7 +1251,7 @@ func (l *loop) onEvent(i int, ev agent.Event) (stop bool) {
 			c.paths = ev.Tool.Paths
 		}
 		delete(l.pending, ev.Tool.ID)
-		l.receipt(ev.Tool.ID, c, ev.Tool.OK)
+		l.receipt(ev.Tool.ID, c, ev.Tool.OK, ev.Tool.Unknown)
 	case agent.KindUsage:
 		if ev.Usage != nil {
 			l.usage.live(*ev.Usage)
@@ -975,19 +1315,25 @@ func (l *loop) call(t *agent.Tool) pendingCall {
 }
 
 // receipt records a finished call and emits tool_result or tool_failed; the
-// caller holds l.mu.
-func (l *loop) receipt(id string, c pendingCall, ok bool) {
+// caller holds l.mu. A call of unknown outcome (agent.Tool.Unknown) is a
+// tool_result that is not ok and says "unknown".
+func (l *loop) receipt(id string, c pendingCall, ok bool, unknown ...bool) {
 	if id == "" {
 		id = fmt.Sprintf("call-%d", c.seq)
 	}
+	unk := len(unknown) > 0 && unknown[0]
 	typ := report.EventToolResult
 	word := "ok"
-	if !ok {
+	data := map[string]any{"call_id": id, "sequence": c.seq, "tool": c.tool, "ok": ok && !unk}
+	switch {
+	case unk:
+		word = "finished, outcome unknown (the agent's output does not say)"
+		data["unknown"] = true
+	case !ok:
 		typ, word = report.EventToolFailed, "failed"
 	}
-	l.events.Emit(typ, report.PhaseActing, c.tool+" "+word,
-		map[string]any{"call_id": id, "sequence": c.seq, "tool": c.tool, "ok": ok})
-	r := report.Receipt{Tool: c.tool, OK: ok, Brief: c.brief, Via: c.via}
+	l.events.Emit(typ, report.PhaseActing, c.tool+" "+word, data)
+	r := report.Receipt{Tool: c.tool, OK: ok && !unk, Unknown: unk, Brief: c.brief, Via: c.via}
 	l.out.Receipts.Add(r)
 	if l.cfg.Evidence != nil {
 		l.cfg.Evidence.AddReceipt(r, c.paths)
@@ -1036,8 +1382,18 @@ func (l *loop) prompt() string {
 // the last 4096 bytes.
 const PromptTailBytes = 4096
 
+// PromptFailuresBytes is how much of the failing tests' own lines a prompt
+// quotes, before the tail: the first 4096 bytes.
+const PromptFailuresBytes = CheckFailuresKeep
+
+// envRerunAdvice tells the user how a dependency added during the run
+// reaches the check.
+const envRerunAdvice = "To give the check a dependency the agent added, run goalrun again (the setup step prepares what the workspace declares when the run starts) or add a --setup command that fetches it."
+
 // Prompt builds an agent turn's prompt: the task, then, when the last check
-// failed, its command, exit code and the end of its output. An empty task
+// failed, its command and exit code, whether the failure is the
+// environment's, the failing tests' own lines (when the output is longer
+// than the tail quoted), and the end of its output. An empty task
 // becomes "Make the check pass." (or "Meet this goal: …" in judge mode).
 func Prompt(task, goalText string, last *CheckRun) string {
 	var b strings.Builder
@@ -1060,6 +1416,17 @@ func Prompt(task, goalText string, last *CheckRun) string {
 			fmt.Fprintf(&b, "` failed with exit code %d.", last.ExitCode)
 		}
 		b.WriteString(" It is run with sh -c in the workspace; the goal is met when it exits 0.")
+		if e := last.Environment; e != nil {
+			b.WriteString("\nThis failure is the environment's, not a test's: ")
+			b.WriteString(e.Describe())
+			b.WriteString(". The check runs without network and sees only the dependencies prepared before your first turn, from the workspace as it was then: use the dependencies the project already has rather than adding new ones.")
+		}
+		whole := last.TailBytes <= int64(len(last.Tail)) && len(last.Tail) <= PromptTailBytes
+		if f := strings.TrimSpace(last.Failures); f != "" && !whole {
+			b.WriteString("\nThe failing tests' own lines, from anywhere in its output:\n\n")
+			b.WriteString(report.Cap(f, PromptFailuresBytes))
+			b.WriteString("\n")
+		}
 		if tail := report.CapTail(last.Tail, last.TailBytes, PromptTailBytes); strings.TrimSpace(tail) != "" {
 			b.WriteString("\nThe end of its output:\n\n")
 			b.WriteString(tail)
@@ -1073,16 +1440,26 @@ func Prompt(task, goalText string, last *CheckRun) string {
 
 // finish computes what is computed once at the end and returns the outcome.
 func (l *loop) finish(parent context.Context) Outcome {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), finishTimeout)
-	if parent.Err() != nil {
-		cancel()
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(parent), finishGrace)
+	// Detached: the run's context may be done. An interrupted run
+	// (sandbox.StopClock) has until PhaseFinish's deadline; a cancelled
+	// one without a clock finishGrace.
+	limit := finishTimeout
+	if parent.Err() != nil && sandbox.StopClockOf(parent) == nil {
+		limit = finishGrace
 	}
+	ctx, cancel := sandbox.Detached(sandbox.WithPhase(parent, sandbox.PhaseFinish), limit)
 	defer cancel()
 	// Nothing the agent left running may write after the last check: stop
 	// it before the final snapshot, so whatever it wrote is seen.
 	if st, ok := l.cfg.Sandbox.(sandbox.AgentStopper); ok && l.out.AgentTurns > 0 {
-		_ = st.StopAgent(ctx) // the snapshot below still sees what happened until now
+		// Half of what is left at most: an Engine that stopped answering
+		// must not take the change snapshot's time too.
+		sctx, scancel := ctx, context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok {
+			sctx, scancel = context.WithTimeout(ctx, time.Until(dl)/2)
+		}
+		_ = st.StopAgent(sctx) // the snapshot below still sees what happened until now
+		scancel()
 	}
 	if l.cfg.Tracker != nil && l.out.AgentTurns > 0 {
 		l.out.Changes = l.cfg.Tracker.Changes(ctx)

@@ -520,6 +520,104 @@ echo CALL t4 Bash never-answered
 	if len(starts) != 2 || starts[1].Data["session_id"] != "sess-1" {
 		t.Errorf("agent_started events %v: the second must resume the session", starts)
 	}
+	// Each turn ends with agent_finished (its seconds feed the time split),
+	// after its last agent event and before the check that follows it.
+	ends := ev.ofType(report.EventAgentFinished)
+	if len(ends) != 2 || ends[0].Data["iteration"] != 1 || ends[1].Data["status"] != agent.StatusSuccess {
+		t.Fatalf("agent_finished events %v", ends)
+	}
+	if _, ok := ends[0].Data["seconds"].(float64); !ok {
+		t.Errorf("agent_finished without seconds: %v", ends[0].Data)
+	}
+	types := ev.types()
+	for i, typ := range types {
+		if typ == report.EventAgentFinished && (i+1 >= len(types) || types[i+1] != report.EventCheckStarted) {
+			t.Errorf("agent_finished is not followed by the check: %v", types)
+		}
+	}
+	// The failing first check's event says what failed and ends with its
+	// output's last lines.
+	checks := ev.ofType(report.EventCheckFinished)
+	if tl, _ := checks[0].Data["tail_lines"].([]string); checks[0].Data["passed"] != false || tl != nil {
+		t.Errorf("a check that printed nothing has no tail_lines: %v", checks[0].Data)
+	}
+	if _, ok := checks[len(checks)-1].Data["tail_lines"]; ok {
+		t.Errorf("a passing check's event carries tail_lines: %v", checks[len(checks)-1].Data)
+	}
+}
+
+func TestTailLines(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, tc := range []struct {
+		name string
+		tail string
+		n    int
+		want []string
+	}{
+		{"go test", "--- FAIL: TestSum (0.00s)\n    calc_test.go:9: got 1, want 3\nFAIL\nFAIL\texample.com/calc\t0.012s\nFAIL\n",
+			3, []string{"FAIL", "FAIL\texample.com/calc\t0.012s", "FAIL"}},
+		{"blank lines skipped", "a\n\n  \nb\n\n", 5, []string{"a", "b"}},
+		{"a cut first line is dropped", report.Ellipsis + "rtial line\nwhole line\n", 5, []string{"whole line"}},
+		{"a capped tail too", report.CapTail("first\nsecond\nthird\n", 0, 10), 5, []string{"third"}},
+		{"long lines are shortened plainly", long, 5, []string{strings.Repeat("x", goal.CheckEventLineBytes-len(report.Ellipsis)) + report.Ellipsis}},
+		{"nothing", "\n\n", 5, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := goal.TailLines(tc.tail, tc.n)
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
+				t.Errorf("TailLines = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckExcerpt(t *testing.T) {
+	far := "--- FAIL: TestParse (0.00s)\n    parse_test.go:12: got \"a\", want \"b\"\n"
+	usage := "Usage: tool [flags]\n  -h  help\n  -v  verbose\nFAIL\nFAIL\texample.com/cli\t0.010s\nFAIL\n"
+	for _, tc := range []struct {
+		name               string
+		failures, tail     string
+		wantFail, wantTail []string
+	}{
+		{"the failing test far before the tail leads", far, usage,
+			[]string{"--- FAIL: TestParse (0.00s)", `    parse_test.go:12: got "a", want "b"`},
+			[]string{"  -v  verbose", "FAIL", "FAIL\texample.com/cli\t0.010s", "FAIL"}},
+		{"the tail is cut short after the failing tests' lines", far, strings.Repeat("usage\n", 20) + "FAIL\n",
+			[]string{"--- FAIL: TestParse (0.00s)", `    parse_test.go:12: got "a", want "b"`},
+			[]string{"usage", "usage", "usage", "FAIL"}},
+		{"failures the tail already shows are not repeated", far, far + "FAIL\n", nil,
+			[]string{"--- FAIL: TestParse (0.00s)", `    parse_test.go:12: got "a", want "b"`, "FAIL"}},
+		{"no failures found", "", "boom\n", nil, []string{"boom"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nt := 4
+			if tc.name != "the failing test far before the tail leads" {
+				nt = 10
+			}
+			f, tl := goal.CheckExcerpt(tc.failures, tc.tail, 10, nt)
+			if strings.Join(f, "|") != strings.Join(tc.wantFail, "|") || strings.Join(tl, "|") != strings.Join(tc.wantTail, "|") {
+				t.Errorf("CheckExcerpt = %q, %q; want %q, %q", f, tl, tc.wantFail, tc.wantTail)
+			}
+		})
+	}
+}
+
+// TestLoopFailingCheckEventCarriesItsOutput: check_finished of a failing
+// check names the failing tests in plain words and carries the last lines
+// of its output, for the progress view.
+func TestLoopFailingCheckEventCarriesItsOutput(t *testing.T) {
+	dir := workspace(t, nil)
+	ev := &recorder{}
+	check := `printf -- '--- FAIL: TestWords (0.00s)\n    words_test.go:9: got 3, want 2\nFAIL\nFAIL\texample.com/p1\t0.004s\n'; exit 1`
+	run(t, context.Background(), goal.Config{Sandbox: local(t, dir), Adapter: agent.Command{Bin: "true"}, Check: check, MaxIterations: 1, Events: ev})
+	c := ev.ofType(report.EventCheckFinished)[0].Data
+	if c["failing"] != "TestWords failing in example.com/p1" {
+		t.Errorf("failing = %v", c["failing"])
+	}
+	tl, _ := c["tail_lines"].([]string)
+	if len(tl) != 4 || tl[1] != "    words_test.go:9: got 3, want 2" {
+		t.Errorf("tail_lines = %q", tl)
+	}
 }
 
 func TestLoopKillsAnAgentThatLingersAfterItsResult(t *testing.T) {
@@ -862,6 +960,15 @@ func TestPrompt(t *testing.T) {
 		{"timed out", "t", &goal.CheckRun{Command: "make", TimedOut: true, ExitCode: 143}, []string{"`make` timed out."}, []string{"exit code"}},
 		{"long output keeps its end with a marker", "t", &goal.CheckRun{Command: "c", ExitCode: 1, Tail: long, TailBytes: 50000},
 			[]string{"LAST LINE", "of 50000 bytes shown"}, nil},
+		{"long output: the failing tests' lines first", "t", &goal.CheckRun{Command: "go test ./...", ExitCode: 1, Tail: long, TailBytes: 50000,
+			Failures: "--- FAIL: TestEarly (0.00s)\n    early_test.go:3: got 1, want 2"},
+			[]string{"The failing tests' own lines, from anywhere in its output:\n\n--- FAIL: TestEarly (0.00s)\n    early_test.go:3: got 1, want 2\n\nThe end of its output:"}, nil},
+		{"whole output: no second copy of the failing lines", "t", &goal.CheckRun{Command: "go test ./...", ExitCode: 1, Tail: "--- FAIL: TestA (0.00s)\nFAIL\n", TailBytes: 29,
+			Failures: "--- FAIL: TestA (0.00s)"},
+			[]string{"--- FAIL: TestA"}, []string{"failing tests' own lines"}},
+		{"environment failure", "t", &goal.CheckRun{Command: "go test ./...", ExitCode: 1, Tail: "x", TailBytes: 1,
+			Environment: &goal.EnvFailure{Ecosystem: "go", Cause: goal.EnvMissingDependency, Missing: "github.com/x/y"}},
+			[]string{"This failure is the environment's, not a test's: the Go dependency github.com/x/y is not among the dependencies prepared for the check."}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -876,7 +983,7 @@ func TestPrompt(t *testing.T) {
 					t.Errorf("prompt has %q:\n%s", w, p)
 				}
 			}
-			if len(p) > 4096+report.MarkerMaxBytes+300 {
+			if len(p) > 4096+goal.PromptFailuresBytes+2*report.MarkerMaxBytes+600 {
 				t.Errorf("prompt is %d bytes", len(p))
 			}
 		})
@@ -1037,31 +1144,44 @@ func TestModelAPIFailureClassification(t *testing.T) {
 		wantMsg    []string
 		wantAdvice []string
 		wantHalt   string
+		gateway    string // --model-gateway
+		wantHaltRe string // in the halt reason ("" = not checked)
 	}{
 		{"egress DNS refusal is a network failure", result(403, "API Error: 403 goalrun egress: refused api.anthropic.com:443: DNS lookup failed"),
 			report.ErrAgentFailed, agent.CauseEgressRefused, "",
 			[]string{"egress proxy refused or could not reach", "api.anthropic.com:443 (DNS lookup failed: no such host)"},
-			[]string{"--allow-host", "sandbox.egress_denials", "DNS"}, report.HaltAgentError},
+			[]string{"--allow-host", "sandbox.egress_denials", "DNS"}, report.HaltAgentError, "", ""},
 		{"egress unreachable (502) is a network failure", result(502, "API Error: 502 goalrun egress: cannot reach api.anthropic.com:443: DNS lookup failed"),
 			report.ErrAgentFailed, agent.CauseEgressRefused, "", []string{"cannot reach api.anthropic.com:443"},
-			[]string{"--allow-host", "sandbox.egress_denials"}, report.HaltAgentError},
+			[]string{"--allow-host", "sandbox.egress_denials"}, report.HaltAgentError, "", ""},
 		{"a real bad key names the variable", result(401, "Invalid API key · Please run /login"),
 			report.ErrAuthRequired, "auth_required", agent.AuthInvalidKey, []string{"Invalid API key"},
-			[]string{"valid API key in ANTHROPIC_API_KEY"}, report.HaltAuthRequired},
+			[]string{"valid API key in ANTHROPIC_API_KEY"}, report.HaltAuthRequired, "", "model API refused"},
 		{"no key names the variable", result(0, "Not logged in · Please run /login"),
 			report.ErrAuthRequired, "auth_required", agent.AuthMissingKey, []string{"Not logged in"},
-			[]string{"Set ANTHROPIC_API_KEY"}, report.HaltAuthRequired},
+			[]string{"Set ANTHROPIC_API_KEY"}, report.HaltAuthRequired, "", ""},
+		{"a key refused through a model gateway names the gateway", result(401, "Invalid API key · Please run /login"),
+			report.ErrAuthRequired, "auth_required", agent.AuthInvalidKey, []string{"Invalid API key"},
+			[]string{"ANTHROPIC_API_KEY", "model gateway http://10.0.0.7:4000 (--model-gateway)", "credentials the gateway holds"}, report.HaltAuthRequired,
+			"http://10.0.0.7:4000", "model gateway refused"},
+		{"no key for a model gateway names the gateway", result(0, "Not logged in · Please run /login"),
+			report.ErrAuthRequired, "auth_required", agent.AuthMissingKey, []string{"Not logged in"},
+			[]string{"Set ANTHROPIC_API_KEY", "model gateway https://llm.corp.example/v1 (--model-gateway)"}, report.HaltAuthRequired,
+			"https://llm.corp.example/v1", "model gateway (ANTHROPIC_API_KEY is not set)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := workspace(t, nil)
 			out := run(t, context.Background(), goal.Config{
 				Adapter: claudeLines{lines: tc.lines}, Sandbox: withPosture{local(t, dir), posture}, Check: "exit 1",
-				MaxIterations: 3, Events: &recorder{},
+				MaxIterations: 3, Events: &recorder{}, ModelGateway: tc.gateway,
 			})
 			f := out.Failure
 			if f == nil {
 				t.Fatalf("no failure; halt %q", out.Halt)
+			}
+			if !strings.Contains(out.HaltReason, tc.wantHaltRe) {
+				t.Errorf("halt reason %q does not say %q", out.HaltReason, tc.wantHaltRe)
 			}
 			if f.Code != tc.wantCode || f.Cause != tc.wantCause || f.Reason != tc.wantReason || out.Halt != tc.wantHalt {
 				t.Errorf("code %q cause %q reason %q halt %q, want %q %q %q %q", f.Code, f.Cause, f.Reason, out.Halt, tc.wantCode, tc.wantCause, tc.wantReason, tc.wantHalt)
@@ -1128,5 +1248,15 @@ func TestMissingKeyEndsBeforeAnyTurn(t *testing.T) {
 				t.Errorf("failure fields %v, want key_env %s", f.Detail, tc.missingKey)
 			}
 		})
+	}
+}
+
+// TestLoopAgentErrorReasonInPlainWords: a failed turn's halt reason says
+// what happened in words, not the failure's cause code.
+func TestLoopAgentErrorReasonInPlainWords(t *testing.T) {
+	dir := workspace(t, nil)
+	out := run(t, context.Background(), goal.Config{Sandbox: local(t, dir), Adapter: agent.Command{Bin: "echo giving up; exit 3"}, Check: "false", MaxIterations: 2})
+	if out.Halt != report.HaltAgentError || out.HaltReason != "Agent turn 1 failed: the command exited 3." {
+		t.Errorf("halt %q reason %q", out.Halt, out.HaltReason)
 	}
 }

@@ -16,6 +16,9 @@ type Outcome struct {
 	// Passed says the goal was judged met; Grounded that the verdict came
 	// from the check run in the sandbox exiting 0.
 	Passed, Grounded bool
+	// TestedNothing is the passing check's CheckRun.TestedNothing: the
+	// check exited 0 but ran no test (the pass is then not verified).
+	TestedNothing string
 	// AgentTurns counts agent turns taken (goal.iterations): 0 when the
 	// check already passed (or could not run) and the agent never started.
 	AgentTurns int
@@ -51,6 +54,8 @@ type Outcome struct {
 	Changes *report.Changes
 	// Claims are the ungrounded claims in Summary (nil without Evidence).
 	Claims []report.Claim
+	// Setup are the setup steps that ran before the first check.
+	Setup []SetupResult
 	// Started and Elapsed are the run's start and wall-clock duration.
 	Started time.Time
 	Elapsed time.Duration
@@ -100,6 +105,17 @@ type CheckRun struct {
 	// CheckTailKeep bytes); TailBytes the output's total length.
 	Tail      string
 	TailBytes int64
+	// Failures are the failing tests' own lines from anywhere in the
+	// output (OutputScanner), at most CheckFailuresKeep bytes; "" when
+	// the check passed or none were recognised.
+	Failures string
+	// Environment is set when the check failed because of its
+	// environment rather than the code (EnvironmentFailure).
+	Environment *EnvFailure
+	// TestedNothing, when the check's output shows that every test runner
+	// in it ran no test (testTally), says so in one sentence; "" when a
+	// test ran or no runner was recognised.
+	TestedNothing string
 }
 
 // CheckTailKeep is how much of a check's combined output the loop keeps

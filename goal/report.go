@@ -14,6 +14,7 @@ func (o *Outcome) ReportRun(posture *sandbox.Posture, allowTestEdits bool) repor
 		Check:           o.Goal,
 		Passed:          o.Passed,
 		Grounded:        o.Grounded,
+		TestedNothing:   o.TestedNothing,
 		IterationsTaken: o.AgentTurns,
 		Halt:            o.Halt,
 		HaltReason:      o.HaltReason,
@@ -27,6 +28,14 @@ func (o *Outcome) ReportRun(posture *sandbox.Posture, allowTestEdits bool) repor
 		AllowTestEdits:  allowTestEdits,
 		Sandbox:         posture,
 		Elapsed:         o.Elapsed,
+	}
+	for _, r := range o.Setup {
+		dir := r.Dir
+		if dir == "." {
+			dir = ""
+		}
+		run.Setup = append(run.Setup, report.SetupStep{Command: r.Command, Dir: dir, Detected: r.Detected,
+			ExitCode: r.ExitCode, Seconds: r.Seconds, Skipped: r.Skipped, Reused: r.Reused, TimedOut: r.TimedOut})
 	}
 	if o.Iterations != nil {
 		run.Iterations = o.Iterations.Iterations()

@@ -21,11 +21,12 @@ type usageBook struct {
 func newUsageBook() usageBook { return usageBook{sessions: map[string]report.Usage{}} }
 
 func toReport(u agent.Usage) report.Usage {
-	return report.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
+	return report.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD, CostUnknown: u.NoCost}
 }
 
 func add(a, b report.Usage) report.Usage {
-	return report.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens, CostUSD: a.CostUSD + b.CostUSD}
+	return report.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens, CostUSD: a.CostUSD + b.CostUSD,
+		CostUnknown: a.CostUnknown || b.CostUnknown}
 }
 
 // setSession names the running turn's session; a running total recorded

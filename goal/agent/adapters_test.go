@@ -44,13 +44,13 @@ func TestCommands(t *testing.T) {
 		{
 			name: "codex first turn without a base URL uses its own provider", agent: "codex",
 			turn: Turn{Prompt: "fix it", Model: "gpt-5-codex"},
-			args: []string{"codex", "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-m", "gpt-5-codex", "--", "fix it"},
+			args: []string{"codex", "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-c", "analytics.enabled=false", "-c", "features.plugins=false", "-m", "gpt-5-codex", "--", "fix it"},
 			env:  map[string]string{},
 		},
 		{
 			name: "codex resumes through the goalrun provider", agent: "codex",
 			turn: Turn{Prompt: "again", SessionID: "th-1", BaseURL: `http://127.0.0.1:3129/v1`, ExtraArgs: []string{"-c", "model_reasoning_effort=\"low\""}},
-			args: []string{"codex", "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+			args: []string{"codex", "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-c", "analytics.enabled=false", "-c", "features.plugins=false",
 				"-c", `model_provider="goalrun"`, "-c", `model_providers.goalrun.name="goalrun"`,
 				"-c", `model_providers.goalrun.base_url="http://127.0.0.1:3129/v1"`, "-c", `model_providers.goalrun.env_key="OPENAI_API_KEY"`,
 				"-c", `model_providers.goalrun.wire_api="responses"`, "-c", "model_reasoning_effort=\"low\"",
@@ -60,7 +60,7 @@ func TestCommands(t *testing.T) {
 		{
 			name: "codex takes a huge prompt on stdin", agent: "codex",
 			turn:  Turn{Prompt: long, SessionID: "th-1"},
-			args:  []string{"codex", "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "resume", "th-1", "-"},
+			args:  []string{"codex", "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-c", "analytics.enabled=false", "-c", "features.plugins=false", "resume", "th-1", "-"},
 			env:   map[string]string{},
 			stdin: long,
 		},

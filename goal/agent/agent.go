@@ -22,9 +22,10 @@
 //     returns the TurnResult: status, cause, session, usage, summary.
 //
 // The parsers are checked against real CLI output (testdata/transcripts),
-// written fixtures for the CLIs no transcript exists for, a fuzz test, and
-// live tests that run the real claude and codex against the scripted model
-// servers of package agenttest, locally and inside the Docker sandbox.
+// written fixtures for the CLIs no transcript exists for (car, deepcode), a
+// fuzz test, and live tests that run the real claude, codex and gemini
+// against the scripted model servers of package agenttest, locally and
+// inside the Docker sandbox.
 package agent
 
 import "time"
@@ -114,7 +115,7 @@ const MaxLineBytes = 8 << 20
 // Kind is a normalized event kind.
 type Kind string
 
-// The normalized event kinds (architecture.md, "Boundaries").
+// The normalized event kinds (docs/architecture.md, step 6).
 const (
 	KindSession    Kind = "session"     // SessionID set
 	KindModel      Kind = "model"       // Model set
@@ -164,7 +165,7 @@ type Tool struct {
 	ID string `json:"id"`
 	// Name is the tool's name, e.g. "Bash", "Edit", "command_execution".
 	Name string `json:"name"`
-	// Brief is the one-line gist (run-document.md: the first identifying
+	// Brief is the one-line gist (docs/goalrun-1.md: the first identifying
 	// string parameter, BriefKeys), whitespace folded, at most BriefMax
 	// bytes; the report caps it to report.BriefCap with a marker.
 	Brief string `json:"brief"`
@@ -173,6 +174,11 @@ type Tool struct {
 	Paths []string `json:"paths,omitempty"`
 	// OK is set on KindToolResult: the call succeeded.
 	OK bool `json:"ok"`
+	// Unknown is set on KindToolResult (with OK false) when the call
+	// finished but the CLI's stream cannot show whether it succeeded (the
+	// Gemini CLI's shell results carry no exit code when the command
+	// printed something): such a receipt backs no claim.
+	Unknown bool `json:"unknown,omitempty"`
 	// Via names the sub-agent that made the call ("" for the main agent).
 	Via string `json:"via,omitempty"`
 }
@@ -183,6 +189,10 @@ type Usage struct {
 	OutputTokens int64 `json:"output_tokens"`
 	// CostUSD is the cost in US dollars; 0 when the CLI does not say.
 	CostUSD float64 `json:"cost_usd"`
+	// NoCost is true when the CLI reports no cost at all (Codex, the
+	// Gemini CLI): CostUSD then says nothing, and the run's cost is
+	// unknown, not zero.
+	NoCost bool `json:"no_cost,omitempty"`
 	// Cumulative is true when the figures are the session's running total
 	// (Codex thread usage), false when they are for this invocation only.
 	Cumulative bool `json:"cumulative,omitempty"`
@@ -237,6 +247,11 @@ const (
 	CauseAuthRequired = "auth_required"
 	// CauseExitStatus: a plain command exited non-zero (command adapter).
 	CauseExitStatus = "exit_status"
+	// CauseRetryStorm: the CLI kept retrying the model API for 429, 5xx or
+	// failed connections (ClaudeRetryStormLimit, CodexRetryStormLimit,
+	// GeminiRetryStormLimit in a row) and the turn was stopped instead of
+	// waiting minutes for the CLI to give up.
+	CauseRetryStorm = "retry_storm"
 	// CauseEgressRefused: the refusal came from goalrun's own egress proxy
 	// (its answers start with "goalrun egress:"), not from the model API:
 	// the model API's host was not on the allowlist, could not be resolved
@@ -245,7 +260,7 @@ const (
 )
 
 // Reasons for StatusAuthRequired in TurnResult.AuthReason; they are the
-// goalrun/1 document's "reason" values (run-document.md).
+// goalrun/1 document's "reason" values (docs/goalrun-1.md).
 const (
 	AuthInvalidKey = "invalid_key"
 	AuthExpired    = "expired"

@@ -8,7 +8,7 @@ import (
 )
 
 // BriefKeys are the parameters a brief is taken from, in order: the first
-// one present as a non-empty string wins (run-document.md, "Field notes").
+// one present as a non-empty string wins (docs/goalrun-1.md, "Top-level fields").
 var BriefKeys = []string{
 	"command", "cmd", "file_path", "path", "url", "query", "pattern", "goal", "prompt",
 	"expression", "subject", "name", "description", "content",
@@ -162,4 +162,15 @@ func shellWord(s string) (string, bool) {
 		}
 	}
 	return b.String(), true
+}
+
+// capBytes cuts s to at most n bytes on a rune boundary.
+func capBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -16,7 +16,7 @@ import (
 //	claude -p --output-format stream-json --verbose --dangerously-skip-permissions
 //	       [--model M] [--max-turns N] [--resume SESSION] [EXTRA…] -- PROMPT
 //
-// Permissions are off because the sandbox is the boundary (sandbox.md);
+// Permissions are off because the sandbox is the boundary (docs/security.md);
 // Claude Code refuses that flag as root unless IS_SANDBOX=1, which Spec.Env
 // sets. The prompt comes after "--" so a prompt starting with "-" is not
 // read as a flag; a prompt longer than MaxArgPrompt goes to stdin instead
@@ -81,7 +81,9 @@ func binOr(bin, def string) string {
 //     relative to it);
 //   - system/api_retry: a KindRetry (attempt, error_status, retry_delay_ms);
 //     AuthRetryLimit consecutive 401/403 retries end the turn as
-//     auth_required and ask the runner to stop the process;
+//     auth_required, ClaudeRetryStormLimit consecutive 429/5xx or
+//     connection retries as CauseRetryStorm, and either asks the runner to
+//     stop the process;
 //   - assistant: text blocks (main agent only) → KindText; tool_use,
 //     server_tool_use and mcp_tool_use blocks → KindToolCall with a brief
 //     (BriefKeys) and, for Edit/Write/MultiEdit/NotebookEdit, the path
@@ -102,8 +104,20 @@ type claudeParser struct {
 }
 
 func newClaudeParser() *claudeParser {
-	return &claudeParser{st: newTurnState(), via: map[string]string{}}
+	p := &claudeParser{st: newTurnState(), via: map[string]string{}}
+	p.st.stormLimit = ClaudeRetryStormLimit
+	return p
 }
+
+// ClaudeRetryStormLimit is how many consecutive model API retries for 429,
+// 5xx or a failed connection end a Claude Code turn (CauseRetryStorm).
+// Claude Code 2.1.332 retries ten times with backoffs of about 0.5, 1, 2,
+// 4.5, 9, 17, 36, 38, 32 and 35 s and then gives up by itself: about three
+// minutes against an API answering 429, 500 or 529 (measured against a
+// scripted server). The eighth retry comes about 72 s into the storm, as
+// long as the Gemini CLI's fifth (GeminiRetryStormLimit): long enough for
+// a per-minute rate limit to clear, without the last two minutes.
+const ClaudeRetryStormLimit = 8
 
 // claudeLine holds the members of one line the parser looks at.
 type claudeLine struct {
@@ -259,7 +273,8 @@ func (p *claudeParser) system(l *claudeLine, emit func(Event)) {
 		if c := l.cwd.Text(); c != "" {
 			p.cwd = c
 		}
-		p.st.seeModel(l.model.Text(), emit)
+		// init's model is the one asked for, not one that answered: the
+		// assistant messages name those.
 	case "api_retry":
 		attempt, _ := l.attempt.Int()
 		status, _ := l.errStatus.Int()
@@ -270,8 +285,8 @@ func (p *claudeParser) system(l *claudeLine, emit func(Event)) {
 
 func (p *claudeParser) assistant(l *claudeLine, emit func(Event)) {
 	parent := l.parent.Text()
-	if parent == "" {
-		p.st.seeModel(l.msgModel.Text(), emit)
+	if m := l.msgModel.Text(); parent == "" && m != claudeSyntheticModel {
+		p.st.seeModel(m, emit)
 	}
 	for i := range p.blocks {
 		b := &p.blocks[i]
@@ -291,6 +306,10 @@ func (p *claudeParser) assistant(l *claudeLine, emit func(Event)) {
 		}
 	}
 }
+
+// claudeSyntheticModel is the model Claude Code names on a message it made
+// up itself (its API error notice), which no model answered.
+const claudeSyntheticModel = "<synthetic>"
 
 // claudeWriteTools are the tools whose file_path (notebook_path) is a path
 // the call writes.
@@ -356,8 +375,8 @@ func (p *claudeParser) result(l *claudeLine, emit func(Event)) {
 	subtype := l.subtype.Text()
 	failed := l.isError.True() || (subtype != "" && subtype != "success")
 	switch {
-	case res.Status == StatusAuthRequired:
-		// the auth storm already decided; the runner is stopping the process
+	case res.Status == StatusAuthRequired, res.Cause == CauseRetryStorm:
+		// an auth or retry storm already decided; the runner is stopping the process
 	case !failed:
 		res.Status, res.Cause, res.Message = StatusSuccess, "", ""
 		res.Summary = text

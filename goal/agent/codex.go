@@ -1,9 +1,14 @@
 package agent
 
 import (
+	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/pelletier/go-toml/v2"
 
 	"github.com/goalrun/goalrun/goal/agent/internal/jsonscan"
 )
@@ -14,18 +19,24 @@ import (
 // Each turn runs
 //
 //	codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
+//	      -c analytics.enabled=false -c features.plugins=false
 //	      [-m M] [-c model_provider=goalrun -c model_providers.goalrun.…] [EXTRA…]
 //	      [resume SESSION] -- PROMPT
 //
 // Approvals and Codex's own sandbox are off because goalrun's sandbox is the
-// boundary. When Turn.BaseURL is set, a custom provider named "goalrun"
+// boundary. CodexQuiet turns off what Codex calls besides the model API. When Turn.BaseURL is set, a custom provider named "goalrun"
 // points Codex at it (wire_api "responses", key from OPENAI_API_KEY): Codex
 // has no base-URL variable for custom providers, and its OPENAI_BASE_URL is
 // deprecated. A later turn resumes the thread with `exec … resume <id>`.
 // The prompt follows "--"; one longer than MaxArgPrompt is passed as "-"
 // and fed on stdin. Otherwise stdin is /dev/null: Codex reads extra prompt
 // text from any other stdin.
-type Codex struct{}
+type Codex struct {
+	// ConfigModel is the model Codex's own configuration names
+	// (CodexConfigModel), used to name the model when neither the stream
+	// nor the turn does; "" when unknown (a container's empty HOME).
+	ConfigModel string
+}
 
 var _ Adapter = Codex{}
 
@@ -33,12 +44,25 @@ var _ Adapter = Codex{}
 // when Turn.BaseURL is set.
 const CodexProvider = "goalrun"
 
+// CodexQuiet are the settings that keep Codex (0.171.0) to the model API.
+// Without them every turn calls four other hosts, each an egress denial in
+// goalrun's sandbox: its metrics exporter (statsig, ab.chatgpt.com;
+// analytics.enabled) and the startup sync of its curated plugins, which
+// tries github.com (git ls-remote), then api.github.com, then
+// chatgpt.com's export archive (features.plugins). Found in the CLI's own
+// strings ("https://ab.chatgpt.com/otlp/v1/metrics", "codex.plugins.
+// startup_sync", "plugins feature is disabled") and checked with a proxy
+// that records every request (TestLiveAgentsCallOnlyTheModelAPI). Extra
+// arguments come after them, so a user's -c can turn either back on.
+var CodexQuiet = []string{"-c", "analytics.enabled=false", "-c", "features.plugins=false"}
+
 // Name returns "codex".
 func (Codex) Name() string { return "codex" }
 
 // Command builds the headless Codex invocation for t.
 func (Codex) Command(t Turn) Invocation {
 	args := []string{binOr(t.Bin, "codex"), "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"}
+	args = append(args, CodexQuiet...)
 	if t.Model != "" {
 		args = append(args, "-m", t.Model)
 	}
@@ -68,7 +92,61 @@ func (Codex) Command(t Turn) Invocation {
 }
 
 // NewParser returns a parser for `codex exec --json` output.
-func (Codex) NewParser() Parser { return &codexParser{st: newTurnState()} }
+func (c Codex) NewParser() Parser { return newCodexParser(c.ConfigModel) }
+
+func newCodexParser(asked string) *codexParser {
+	p := &codexParser{st: newTurnState(), asked: asked}
+	p.st.stormLimit = CodexRetryStormLimit
+	return p
+}
+
+// CodexRetryStormLimit is how many consecutive reconnects for 429, 5xx or
+// a failed connection end a Codex turn (CauseRetryStorm). Codex 0.171.0
+// reconnects five times by default (its stream_max_retries) and then fails
+// the turn by itself, about 25 s into a storm of 500s (measured against a
+// scripted server; a 429 it does not retry at all); a configuration that
+// raises the limit (a user's ~/.codex on the local host) is cut at the
+// default.
+const CodexRetryStormLimit = 5
+
+// NewTurnParser returns a parser for turn t's output: Codex's stream names
+// no model, so the turn's model is the one t asks for (--model, or -m /
+// --model / -c model=… among the extra arguments), else the model of
+// Codex's own configuration (ConfigModel), else none.
+func (c Codex) NewTurnParser(t Turn) Parser {
+	return newCodexParser(firstNonEmptyString(codexModelArg(t.ExtraArgs), t.Model, c.ConfigModel))
+}
+
+// codexModelArg is the model named in Codex's extra arguments (the last
+// -m, --model or -c model=… wins, as Codex's own parser does), or "".
+func codexModelArg(args []string) string {
+	var m string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case (a == "-m" || a == "--model") && i+1 < len(args):
+			m = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--model="):
+			m = strings.TrimPrefix(a, "--model=")
+		case (a == "-c" || a == "--config") && i+1 < len(args):
+			if v, ok := strings.CutPrefix(args[i+1], "model="); ok {
+				m = strings.Trim(strings.TrimSpace(v), `"'`)
+			}
+			i++
+		}
+	}
+	return m
+}
+
+func firstNonEmptyString(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
 
 // Spec describes what running Codex needs.
 func (Codex) Spec() Spec { return CodexSpec }
@@ -113,11 +191,14 @@ func tomlString(s string) string {
 //     its message says the API refused the key, or no key was set);
 //   - error: "Reconnecting... n/m (…)" is a KindRetry, not fatal;
 //     AuthRetryLimit consecutive reconnects for 401/403 end the turn as
-//     auth_required and ask the runner to stop the process. Other errors
-//     are remembered for the failure message.
+//     auth_required, CodexRetryStormLimit consecutive reconnects for 429,
+//     5xx or a failed connection as CauseRetryStorm, and either asks the
+//     runner to stop the process. Other errors are remembered for the
+//     failure message.
 type codexParser struct {
 	st          turnState
 	delegations map[string]bool
+	asked       string // the model the turn asked for (see NewTurnParser)
 }
 
 var (
@@ -165,6 +246,7 @@ func (p *codexParser) Line(line []byte, oversize bool, emit func(Event)) {
 		p.st.terminal = true
 		var u Usage
 		u.Cumulative = true
+		u.NoCost = true // Codex reports tokens, never a cost
 		_ = usage.Each(func(k []byte, v jsonscan.Value) bool {
 			n, _ := v.Int()
 			switch string(k) {
@@ -188,7 +270,7 @@ func (p *codexParser) Line(line []byte, oversize bool, emit func(Event)) {
 			msg = "codex reported turn.failed"
 		}
 		switch reason, auth := authFailure(msg); {
-		case p.st.res.Status == StatusAuthRequired:
+		case p.st.res.Status == StatusAuthRequired, p.st.res.Cause == CauseRetryStorm:
 		case auth:
 			p.st.markAuth(reason, msg)
 		default:
@@ -326,5 +408,42 @@ func (p *codexParser) item(item jsonscan.Value, completed bool, emit func(Event)
 // End reports how the turn ended: without turn.completed or turn.failed the
 // turn failed with CauseNoResultEvent whatever the exit code.
 func (p *codexParser) End(exitCode int, emit func(Event)) TurnResult {
+	if p.st.res.Model == "" && p.asked != "" && p.st.res.Status != StatusAuthRequired && p.st.res.Turns > 0 && p.st.res.Usage.OutputTokens > 0 {
+		// The API answered (tokens came back) under the model the turn
+		// asked for; the stream itself names none.
+		p.st.seeModel(p.asked, emit)
+	}
 	return p.st.finish(emit)
+}
+
+// CodexConfigModel returns the model Codex's own configuration names:
+// config.toml in codexHome (CODEX_HOME, else $HOME/.codex), its top-level
+// "model", or the model of the profile its top-level "profile" selects
+// (Codex's config reference: https://github.com/openai/codex/blob/main/docs/config.md).
+// "" when the file is missing, unreadable, larger than 1 MiB or names no
+// model.
+func CodexConfigModel(codexHome string) string {
+	f, err := os.Open(filepath.Join(codexHome, "config.toml"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil || len(b) > 1<<20 {
+		return ""
+	}
+	var cfg struct {
+		Model    string `toml:"model"`
+		Profile  string `toml:"profile"`
+		Profiles map[string]struct {
+			Model string `toml:"model"`
+		} `toml:"profiles"`
+	}
+	if err := toml.Unmarshal(b, &cfg); err != nil {
+		return ""
+	}
+	if p, ok := cfg.Profiles[cfg.Profile]; ok && cfg.Profile != "" && p.Model != "" {
+		return p.Model
+	}
+	return cfg.Model
 }

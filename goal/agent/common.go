@@ -21,12 +21,16 @@ type turnState struct {
 	res      TurnResult
 	terminal bool // the CLI's terminal event was seen
 
-	pending   map[string]*Tool
-	order     []string // call ids in the order they were made (may hold resolved ids)
-	model     string   // last model announced with KindModel
-	authRun   int      // consecutive auth-failure retries
-	authStop  bool     // Stop was emitted
-	lastError string   // the CLI's last error words, for a failure without a result
+	pending  map[string]*Tool
+	order    []string // call ids in the order they were made (may hold resolved ids)
+	model    string   // last model announced with KindModel
+	authRun  int      // consecutive auth-failure retries
+	authStop bool     // Stop was emitted
+	// stormLimit (0: none) ends the turn after that many consecutive
+	// transient retries (stormRun: 429, 5xx, failed connections) with no
+	// model answer in between.
+	stormLimit, stormRun int
+	lastError            string // the CLI's last error words, for a failure without a result
 }
 
 func newTurnState() turnState {
@@ -77,16 +81,26 @@ func (s *turnState) call(t *Tool, emit func(Event)) {
 // call that is not waiting (its call was before a resume, or evicted) is
 // ignored and reported false.
 func (s *turnState) result(id string, ok bool, emit func(Event)) bool {
+	return s.resultOutcome(id, ok, false, emit)
+}
+
+// resultOutcome is result for a call whose outcome may be unknown (see
+// Tool.Unknown; an unknown outcome is never ok).
+func (s *turnState) resultOutcome(id string, ok, unknown bool, emit func(Event)) bool {
 	t, found := s.pending[id]
 	if !found {
 		return false
 	}
 	delete(s.pending, id)
 	r := *t
-	r.OK = ok
+	r.OK, r.Unknown = ok && !unknown, unknown
 	emit(Event{Kind: KindToolResult, Tool: &r})
 	return true
 }
+
+// answered notes that the model answered (text or a tool call): a retry
+// storm is over.
+func (s *turnState) answered() { s.stormRun = 0 }
 
 // waiting returns the waiting call with id, or nil.
 func (s *turnState) waiting(id string) *Tool { return s.pending[id] }
@@ -142,6 +156,14 @@ func (s *turnState) retry(r Retry, emit func(Event)) {
 	if r.Message != "" {
 		s.lastError += " (" + r.Message + ")"
 	}
+	if isTransientStatus(r.Status) && !egressRefusal(r.Message) {
+		s.stormRun++
+		if s.stormLimit > 0 && s.stormRun >= s.stormLimit && !s.authStop {
+			s.stopStorm(r, emit)
+		}
+	} else {
+		s.stormRun = 0
+	}
 	if !isAuthStatus(r.Status) || egressRefusal(r.Message) {
 		s.authRun = 0
 		return
@@ -155,6 +177,28 @@ func (s *turnState) retry(r Retry, emit func(Event)) {
 		msg += " on " + strconv.Itoa(s.authRun) + " consecutive attempts"
 		s.stopAuth(authReason(r.Status, r.Message), msg, emit)
 	}
+}
+
+// isTransientStatus reports whether a retry's HTTP status is one the model
+// API may recover from: 429, 5xx, or 0 (no answer: the connection failed).
+func isTransientStatus(code int) bool {
+	return code == 0 || code == 429 || (code >= 500 && code <= 599)
+}
+
+// stopStorm ends the turn after a storm of transient retries (stormLimit in
+// a row, the last one r) and asks the runner to kill the process now.
+func (s *turnState) stopStorm(r Retry, emit func(Event)) {
+	msg := "the model API failed " + strconv.Itoa(s.stormRun) + " times in a row"
+	if r.Status != 0 {
+		msg += ", last with HTTP " + strconv.Itoa(r.Status)
+	}
+	if r.Message != "" {
+		msg += " (" + r.Message + ")"
+	}
+	msg += "; the turn was stopped instead of letting the agent retry for minutes"
+	s.res.Status, s.res.Cause, s.res.Message = StatusFailed, CauseRetryStorm, msg
+	s.authStop = true // one Stop per turn
+	emit(Event{Kind: KindError, Error: &Error{Message: msg, Fatal: true}, Stop: true})
 }
 
 // stopAuth marks the turn auth_required and, the first time, emits a fatal
@@ -190,7 +234,7 @@ func (s *turnState) markAuth(reason, msg string) {
 func (s *turnState) finish(emit func(Event)) TurnResult {
 	s.failWaiting(emit)
 	switch {
-	case s.res.Status == StatusAuthRequired:
+	case s.res.Status == StatusAuthRequired, s.res.Cause == CauseRetryStorm:
 	case !s.terminal:
 		s.res.Status = StatusFailed
 		s.res.Cause = CauseNoResultEvent

@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/goalrun/goalrun/goal/agent/internal/jsonscan"
@@ -17,10 +20,10 @@ import (
 // with "-" is not read as a flag; one longer than MaxArgPrompt is fed on
 // stdin instead (headless mode reads the prompt from a non-terminal stdin).
 //
-// No transcript of the real CLI exists in this project: the parser follows
-// the CLI's documented stream-json events (packages/core/src/output/types.ts
-// in google-gemini/gemini-cli: init, message, tool_use, tool_result, error,
-// result), and its tests use fixtures written from that description.
+// The parser is checked against the real CLI's output (0.61.0,
+// testdata/transcripts/gemini-cli-0.61.0) and live tests run the pinned CLI
+// against agenttest's scripted Gemini API. The CLI only honours the base
+// URL goalrun gives it with the settings of GeminiSettings.
 type Gemini struct{}
 
 var _ Adapter = Gemini{}
@@ -49,7 +52,21 @@ func (Gemini) Command(t Turn) Invocation {
 }
 
 // NewParser returns a parser for the Gemini CLI's stream-json output.
-func (Gemini) NewParser() Parser { return &geminiParser{st: newTurnState()} }
+func (Gemini) NewParser() Parser {
+	p := &geminiParser{st: newTurnState(), shellCalls: map[string]bool{}}
+	p.st.stormLimit = GeminiRetryStormLimit
+	return p
+}
+
+// GeminiRetryStormLimit is how many consecutive model API retries for
+// 429, 5xx or a failed connection end a Gemini CLI turn (CauseRetryStorm).
+// The CLI retries each request up to 10 times with 5–30 s backoff, and its
+// router's request up to 5 times first: about five minutes against an API
+// answering 429 (measured with 0.61.0), all of it on stderr. Claude Code
+// gives up by itself after its tenth attempt (the 529 transcript: nine
+// retries in two minutes) and Codex after 5 reconnects; five Gemini
+// retries take about as long as Claude Code's own.
+const GeminiRetryStormLimit = 5
 
 // Spec describes what running the Gemini CLI needs.
 func (Gemini) Spec() Spec { return GeminiSpec }
@@ -64,17 +81,28 @@ const geminiTextMax = 1 << 20
 
 // geminiParser reads the Gemini CLI's stream-json lines:
 //
-//   - init: session_id and model;
+//   - init: session_id (its "model" is what was asked for, "auto" for the
+//     CLI's router: not a model that answered);
 //   - message (role assistant, possibly delta chunks): joined into one
 //     KindText per message; the text after the last tool call is the
 //     summary;
 //   - tool_use / tool_result: receipts (status "error" → failed); write
-//     tools (write_file, replace, edit) name the path they write;
+//     tools (write_file, replace, edit) name the path they write; a
+//     run_shell_command's status says only that the tool ran, so its
+//     outcome is read from the output the CLI shows (geminiShellOutcome),
+//     and is unknown when that cannot tell;
 //   - error: severity "warning" is a non-fatal KindError; severity "error"
 //     makes the turn a failure (CauseErrorEvent) even if a result with
 //     status success follows; an auth error ends it as auth_required;
 //   - result: the terminal event; status "error" is a failure; stats give
-//     this invocation's tokens (input_tokens includes the cached ones).
+//     this invocation's tokens (input_tokens includes the cached ones) and,
+//     in stats.models, the models that answered (those with tokens; the
+//     one with the most is the turn's model);
+//   - stderr: the CLI's retries of model API calls, which it reports only
+//     there ("Attempt 2 failed with status 429. Retrying with backoff...");
+//     AuthRetryLimit consecutive 401/403 retries end the turn as
+//     auth_required, GeminiRetryStormLimit consecutive 429/5xx or
+//     connection retries end it as CauseRetryStorm.
 type geminiParser struct {
 	st       turnState
 	text     strings.Builder // the assistant message being joined
@@ -82,6 +110,9 @@ type geminiParser struct {
 	inTurn   bool            // the model is answering (counts turns)
 	errSeen  bool
 	errorMsg string
+	// shellCalls are the waiting calls of run_shell_command, whose
+	// outcome is read from their output.
+	shellCalls map[string]bool
 }
 
 // Line parses one stdout line.
@@ -90,15 +121,15 @@ func (p *geminiParser) Line(line []byte, oversize bool, emit func(Event)) {
 		p.st.skipped(true)
 		return
 	}
-	var typ, sessionID, model, role, content, delta, toolName, toolID, params, status, errv, severity, message, stats jsonscan.Value
+	var typ, sessionID, role, content, delta, toolName, toolID, params, status, errv, severity, message, stats, output jsonscan.Value
 	err := jsonscan.ParseObject(line, func(k []byte, v jsonscan.Value) {
 		switch string(k) {
 		case "type":
 			typ = v
 		case "session_id":
 			sessionID = v
-		case "model":
-			model = v
+		case "output":
+			output = v
 		case "role":
 			role = v
 		case "content":
@@ -134,13 +165,13 @@ func (p *geminiParser) Line(line []byte, oversize bool, emit func(Event)) {
 	switch t {
 	case "init":
 		p.st.session(sessionID.Text(), emit)
-		p.st.seeModel(model.Text(), emit)
 	case "message":
 		if role.Text() != "assistant" {
 			p.flushText(emit)
 			return
 		}
 		p.modelTurn()
+		p.st.answered()
 		if !delta.True() {
 			p.flushText(emit)
 		}
@@ -152,6 +183,7 @@ func (p *geminiParser) Line(line []byte, oversize bool, emit func(Event)) {
 		}
 	case "tool_use":
 		p.modelTurn()
+		p.st.answered()
 		p.final = ""
 		name := toolName.Text()
 		tool := &Tool{ID: toolID.Text(), Name: name, Brief: briefFrom(params)}
@@ -164,10 +196,21 @@ func (p *geminiParser) Line(line []byte, oversize bool, emit func(Event)) {
 				tool.Paths = []string{fp}
 			}
 		}
+		if name == geminiShellTool && tool.ID != "" {
+			p.shellCalls[tool.ID] = true
+		}
 		p.st.call(tool, emit)
 	case "tool_result":
 		p.inTurn = false
-		p.st.result(toolID.Text(), status.Text() == "success", emit)
+		id := toolID.Text()
+		ok, unknown := status.Text() == "success", false
+		if p.shellCalls[id] {
+			delete(p.shellCalls, id)
+			if ok {
+				ok, unknown = geminiShellOutcome(output)
+			}
+		}
+		p.st.resultOutcome(id, ok, unknown, emit)
 	case "error":
 		msg := message.Text()
 		if reason, auth := authFailure(msg); auth {
@@ -217,14 +260,17 @@ func (p *geminiParser) result(status string, errv, stats jsonscan.Value, emit fu
 			u.InputTokens = n
 		case "output_tokens":
 			u.OutputTokens = n
+		case "models":
+			p.models(v, emit)
 		}
 		return true
 	})
+	u.NoCost = true // the Gemini CLI reports no cost
 	p.st.res.Usage = u
 	emit(Event{Kind: KindUsage, Usage: &u})
 	res := &p.st.res
 	switch {
-	case res.Status == StatusAuthRequired:
+	case res.Status == StatusAuthRequired, res.Cause == CauseRetryStorm:
 	case status == "success" && p.errSeen:
 		res.Status, res.Cause, res.Message = StatusFailed, CauseErrorEvent, p.errorMsg
 	case status == "success":
@@ -255,4 +301,120 @@ func (p *geminiParser) End(exitCode int, emit func(Event)) TurnResult {
 		p.st.res.Message = "the agent's output ended without its final result event; its last error: " + p.errorMsg
 	}
 	return p.st.finish(emit)
+}
+
+// geminiShellTool is the Gemini CLI's shell tool.
+const geminiShellTool = "run_shell_command"
+
+// Outputs of run_shell_command that prove a failure: the CLI shows them
+// only when the command printed nothing (0.61.0, the shell tool's
+// returnDisplay: "Command exited with code: N", "Command terminated by
+// signal: S", "Command failed: …", a timeout or cancellation notice).
+var geminiShellFailedRe = regexp.MustCompile(`^(Command exited with code: [1-9][0-9]*|Command terminated by signal: \S+|Command failed: |Command cancelled by user\.|Command timed out)`)
+
+// geminiShellOutcome reads a run_shell_command result the CLI called a
+// success (the tool ran) for the command's own outcome. The CLI shows the
+// command's output when there is any, and says nothing of its exit code
+// then: unknown. With no output it shows "" for exit 0 (ok) and a notice
+// for anything else (failed). An output the command printed itself can
+// only fake a failure, never a success.
+func geminiShellOutcome(output jsonscan.Value) (ok, unknown bool) {
+	if output == nil || output.Kind() != jsonscan.String {
+		return false, true
+	}
+	out := output.Text()
+	switch {
+	case out == "":
+		return true, false
+	case geminiShellFailedRe.MatchString(out):
+		return false, false
+	}
+	return false, true
+}
+
+// models reads stats.models: every model with tokens answered this turn
+// (the router's and the main model; a model listed with zeros was only
+// asked, as after a 401). They are announced most tokens first, and the
+// turn's model is the one with the most.
+func (p *geminiParser) models(v jsonscan.Value, emit func(Event)) {
+	type used struct {
+		name   string
+		tokens int64
+	}
+	var ms []used
+	_ = v.Each(func(k []byte, m jsonscan.Value) bool {
+		var n int64
+		for _, f := range []string{"total_tokens", "input_tokens", "output_tokens"} {
+			if t, ok := m.Get(f).Int(); ok && t > n {
+				n = t
+			}
+		}
+		if name, ok := jsonscan.Value(append([]byte(`"`), append(k, '"')...)).Str(); ok && n > 0 && name != "" {
+			ms = append(ms, used{name, n})
+		}
+		return true
+	})
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].tokens > ms[j].tokens })
+	for i := len(ms) - 1; i >= 0; i-- { // the main model last: it is the turn's
+		p.st.seeModel(ms[i].name, emit)
+	}
+}
+
+// Gemini CLI retry notices on stderr (0.61.0, retryWithBackoff and
+// logRetryAttempt): "Attempt N failed with status S. Retrying with
+// backoff... ERROR", "Attempt N failed. Retrying with backoff... ERROR",
+// "Attempt N failed with 429 error (no Retry-After header). Retrying…",
+// "Attempt N failed with 5xx error. Retrying…" and, for a quota error that
+// names its delay, "Attempt N failed: MESSAGE. Retrying after Dms...".
+var (
+	geminiRetryRe      = regexp.MustCompile(`^Attempt (\d+) failed(?: with status (\d{3})| with (429) error \(no Retry-After header\)| with (5)xx error)?\. Retrying with backoff\.\.\.\s*(.*)$`)
+	geminiRetryAfterRe = regexp.MustCompile(`^Attempt (\d+) failed: (.*)\. Retrying after (\d+)ms\.\.\.$`)
+	geminiErrMessageRe = regexp.MustCompile(`"message":\s*"((?:[^"\\]|\\.)*)"`)
+)
+
+// geminiRetryMessageMax bounds the words a retry keeps from the CLI's
+// error: 300 bytes.
+const geminiRetryMessageMax = 300
+
+// StderrLine reads the CLI's stderr for its model API retries.
+func (p *geminiParser) StderrLine(line []byte, oversize bool, emit func(Event)) {
+	if oversize || len(line) < 8 || string(line[:8]) != "Attempt " {
+		return
+	}
+	s := strings.TrimSpace(string(line))
+	if m := geminiRetryRe.FindStringSubmatch(s); m != nil {
+		attempt, _ := strconv.Atoi(m[1])
+		status := 0
+		switch {
+		case m[2] != "":
+			status, _ = strconv.Atoi(m[2])
+		case m[3] != "":
+			status = 429
+		}
+		msg := geminiRetryMessage(m[5])
+		if m[4] != "" && msg == "" {
+			msg = "a 5xx error"
+		}
+		p.st.retry(Retry{Attempt: attempt, Status: status, Message: msg}, emit)
+		return
+	}
+	if m := geminiRetryAfterRe.FindStringSubmatch(s); m != nil {
+		attempt, _ := strconv.Atoi(m[1])
+		delay, _ := strconv.ParseInt(m[3], 10, 64)
+		// Only quota errors carry a delay: the API's 429.
+		p.st.retry(Retry{Attempt: attempt, Status: 429, BackoffMS: delay, Message: geminiRetryMessage(m[2])}, emit)
+	}
+}
+
+// geminiRetryMessage is the API's own message in the CLI's error text (the
+// JSON error body's "message"), else the text itself, capped.
+func geminiRetryMessage(s string) string {
+	s = strings.TrimSpace(s)
+	if m := geminiErrMessageRe.FindStringSubmatch(s); m != nil {
+		if u, err := strconv.Unquote(`"` + m[1] + `"`); err == nil {
+			s = u
+		}
+	}
+	s = strings.TrimPrefix(s, "_ApiError: ")
+	return foldBrief(capBytes(s, geminiRetryMessageMax))
 }

@@ -35,6 +35,14 @@ var goldenCases = []goldenCase{
 	{"codex-exec-command-ok", "codex", "transcripts/codex-0.171.0/exec-command-ok.jsonl", "", 0},
 	{"codex-resume-same-thread", "codex", "transcripts/codex-0.171.0/resume-same-thread.jsonl", "", 0},
 	{"codex-auth-401-turn-failed", "codex", "transcripts/codex-0.171.0/auth-401-turn-failed.jsonl", "", 1},
+	{"gemini-write-file-then-claim", "gemini", "transcripts/gemini-cli-0.61.0/write-file-then-claim.jsonl", "", 0},
+	{"gemini-resume-shell-ok", "gemini", "transcripts/gemini-cli-0.61.0/resume-shell-ok.jsonl", "", 0},
+	{"gemini-shell-exit-1-status-success", "gemini", "transcripts/gemini-cli-0.61.0/shell-exit-1-status-success.jsonl", "", 0},
+	{"gemini-replace-missing-file-error", "gemini", "transcripts/gemini-cli-0.61.0/replace-missing-file-error.jsonl", "", 0},
+	{"gemini-auth-401", "gemini", "transcripts/gemini-cli-0.61.0/auth-401.jsonl", "", 144},
+	{"gemini-http-400-key-not-valid", "gemini", "transcripts/gemini-cli-0.61.0/http-400-key-not-valid.jsonl", "", 144},
+	{"gemini-http-429-retries", "gemini", "transcripts/gemini-cli-0.61.0/http-429-retries.jsonl", "transcripts/gemini-cli-0.61.0/http-429-retries.stderr.txt", 173},
+	{"gemini-killed-mid-turn", "gemini", "transcripts/gemini-cli-0.61.0/killed-mid-turn.jsonl", "", 137},
 	{"gemini-tool-ok", "gemini", "fixtures/gemini/tool-ok.jsonl", "", 0},
 	{"gemini-error-before-success", "gemini", "fixtures/gemini/error-before-success.jsonl", "", 0},
 	{"gemini-auth-invalid-key", "gemini", "fixtures/gemini/auth-invalid-key.jsonl", "", 1},
@@ -63,12 +71,13 @@ type golden struct {
 }
 
 type goldenReceipt struct {
-	ID    string   `json:"id"`
-	Tool  string   `json:"tool"`
-	OK    bool     `json:"ok"`
-	Brief string   `json:"brief"`
-	Paths []string `json:"paths,omitempty"`
-	Via   string   `json:"via,omitempty"`
+	ID      string   `json:"id"`
+	Tool    string   `json:"tool"`
+	OK      bool     `json:"ok"`
+	Unknown bool     `json:"unknown,omitempty"`
+	Brief   string   `json:"brief"`
+	Paths   []string `json:"paths,omitempty"`
+	Via     string   `json:"via,omitempty"`
 }
 
 type goldenEvent struct {
@@ -117,7 +126,7 @@ func replay(t *testing.T, c goldenCase) golden {
 			g.TerminalAtLine = line
 		}
 		if ev.Kind == KindToolResult {
-			g.Receipts = append(g.Receipts, goldenReceipt{ID: ev.Tool.ID, Tool: ev.Tool.Name, OK: ev.Tool.OK, Brief: ev.Tool.Brief, Paths: ev.Tool.Paths, Via: ev.Tool.Via})
+			g.Receipts = append(g.Receipts, goldenReceipt{ID: ev.Tool.ID, Tool: ev.Tool.Name, OK: ev.Tool.OK, Unknown: ev.Tool.Unknown, Brief: ev.Tool.Brief, Paths: ev.Tool.Paths, Via: ev.Tool.Via})
 		}
 	}
 	s := NewStreams(p, emit)
@@ -196,15 +205,38 @@ func TestTranscriptFacts(t *testing.T) {
 			usage: Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 0.00014000000000000001}, turns: 1},
 		"claude-auth-401-retries-killed": {status: StatusAuthRequired, cause: CauseAuthRequired, reason: AuthInvalidKey,
 			session: "0f213d57-9e57-4e1c-bbe2-8a01445e042c", stopAt: 3},
-		"claude-overloaded-529-retries-killed": {status: StatusFailed, cause: CauseNoResultEvent,
-			session: "ce379b37-d002-4ec4-8957-a5141ac38bd4"},
+		// Claude Code retried a 529 nine times before it was killed; the
+		// parser ends the turn at the ClaudeRetryStormLimit-th retry.
+		"claude-overloaded-529-retries-killed": {status: StatusFailed, cause: CauseRetryStorm,
+			session: "ce379b37-d002-4ec4-8957-a5141ac38bd4", stopAt: 9},
 		"codex-exec-command-ok": {status: StatusSuccess, session: "01a2287f-9855-72d3-a37d-e5ea77f7025a", summary: "Done: wrote out.txt",
 			receipts: []goldenReceipt{{ID: "item_1", Tool: "command_execution", OK: true, Brief: "echo hi > out.txt && cat out.txt"}},
-			usage:    Usage{InputTokens: 20, OutputTokens: 10, Cumulative: true}, turns: 1},
+			usage:    Usage{InputTokens: 20, OutputTokens: 10, Cumulative: true, NoCost: true}, turns: 1},
 		"codex-resume-same-thread": {status: StatusSuccess, session: "01a2287f-9855-72d3-a37d-e5ea77f7025a", summary: "Done: wrote out.txt",
-			usage: Usage{InputTokens: 30, OutputTokens: 15, Cumulative: true}, turns: 1},
+			usage: Usage{InputTokens: 30, OutputTokens: 15, Cumulative: true, NoCost: true}, turns: 1},
 		"codex-auth-401-turn-failed": {status: StatusAuthRequired, cause: CauseAuthRequired, reason: AuthInvalidKey,
 			session: "01a2287f-a46f-7701-9af9-0c0185a30163", turns: 1, stopAt: 5},
+		"gemini-write-file-then-claim": {status: StatusSuccess, session: "6a2fc242-0ec6-4711-b94f-18f82da6cc18", summary: "Done. All tests pass now.",
+			receipts: []goldenReceipt{{ID: "write_file__write_file_1796132303929_0", Tool: "write_file", OK: true, Brief: "/workspace/a.txt", Paths: []string{"/workspace/a.txt"}}},
+			usage:    Usage{InputTokens: 3000, OutputTokens: 150, NoCost: true}, turns: 2},
+		// The shell tool's "success" for a command that exited 1: the
+		// output the CLI shows ("Command exited with code: 1") proves the
+		// failure.
+		"gemini-shell-exit-1-status-success": {status: StatusSuccess, session: "4783d360-5b98-481a-bd4c-3c16f014ee37", summary: "Created b.txt.",
+			receipts: []goldenReceipt{{ID: "run_shell_command__run_shell_command_1796138221242_0", Tool: "run_shell_command", OK: false, Brief: "echo ok > b.txt; false"}},
+			usage:    Usage{InputTokens: 20, OutputTokens: 10, NoCost: true}, turns: 2},
+		"gemini-replace-missing-file-error": {status: StatusSuccess, session: "fb5e2332-bcbd-4bc4-a3d0-b8c5fb271e73", summary: "I edited missing.go; all tests pass now.",
+			receipts: []goldenReceipt{{ID: "replace__replace_1796132695632_0", Tool: "replace", OK: false, Brief: "/workspace/missing.go", Paths: []string{"/workspace/missing.go"}}},
+			usage:    Usage{InputTokens: 3000, OutputTokens: 150, NoCost: true}, turns: 2},
+		"gemini-auth-401": {status: StatusAuthRequired, cause: CauseAuthRequired, reason: AuthInvalidKey,
+			session: "9b376cd0-8141-488b-8c42-2209f2ca1bed", usage: Usage{NoCost: true}},
+		"gemini-http-400-key-not-valid": {status: StatusAuthRequired, cause: CauseAuthRequired, reason: AuthInvalidKey,
+			session: "f3e226af-d5ff-4770-95c7-2a1cc3f83209", usage: Usage{NoCost: true}},
+		// Retries are on stderr only; the fifth in a row ends the turn
+		// (replayed before stdout, so the stop comes before stdout line 1).
+		"gemini-http-429-retries": {status: StatusFailed, cause: CauseRetryStorm,
+			session: "5837b613-f6f6-41e0-a44a-0e24af7ec09d", usage: Usage{NoCost: true}},
+		"gemini-killed-mid-turn": {status: StatusFailed, cause: CauseNoResultEvent, session: "0318ed43-10be-4a70-bb10-a974088e93e4"},
 	}
 	for name, w := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -11,6 +11,7 @@ package agent
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,6 +31,13 @@ const inContainerAgent = "/opt/goalrun-test/agent"
 // served by the proxy (loopback upstreams allowed: agenttest listens on
 // 127.0.0.1). It returns the sandbox and the workspace's host path.
 func startDockerEgress(t *testing.T, native Native, up sandbox.Upstream) (*sandbox.Docker, string) {
+	t.Helper()
+	return startDockerEgressWith(t, native, up, []sandbox.Mount{{Source: native.Path, Target: inContainerAgent, ReadOnly: true}}, nil)
+}
+
+// startDockerEgressWith is startDockerEgress with the given mounts and
+// agent files (native only decides the image's libraries).
+func startDockerEgressWith(t *testing.T, native Native, up sandbox.Upstream, mounts []sandbox.Mount, files []sandbox.AgentFile) (*sandbox.Docker, string) {
 	t.Helper()
 	cli := dockertest.Client(t)
 	var libsFor []string
@@ -57,7 +65,8 @@ func startDockerEgress(t *testing.T, native Native, up sandbox.Upstream) (*sandb
 		Image:         image,
 		RelayBinary:   dockertest.GoalrunBinary(t),
 		WorkspaceMode: sandbox.WorkspaceBind,
-		Mounts:        []sandbox.Mount{{Source: native.Path, Target: inContainerAgent, ReadOnly: true}},
+		Mounts:        mounts,
+		AgentFiles:    files,
 	}, sandbox.WithEgressConfig(func(c *egress.Config) { c.AllowLoopbackUpstreams = true }))
 	if err != nil {
 		t.Fatalf("StartDocker: %v", err)
@@ -204,4 +213,74 @@ func TestLiveDockerCodexEditsAndResumes(t *testing.T) {
 		t.Errorf("turn 2 did not resume the conversation")
 	}
 	checkKeys(t, sb, srv, OpenAIAPI.KeyEnv, "real-openai-key")
+}
+
+// inContainerGemini is where the Gemini CLI's npm package is mounted.
+const inContainerGemini = "/opt/goalrun-test/gemini"
+
+// TestLiveDockerGeminiEditsAndResumes runs the real Gemini CLI (a Node.js
+// program: its npm package and the host's node mounted read-only) in the
+// egress sandbox, with its settings as goalrun provides them: the
+// root-owned, read-only /etc/gemini-cli/settings.json. The key is added by
+// the proxy; a normal run has no egress denial (no telemetry).
+func TestLiveDockerGeminiEditsAndResumes(t *testing.T) {
+	bin := findAgentBin(t, "gemini", "GOALRUN_GEMINI_BIN")
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("the Gemini CLI needs node on PATH: %v", err)
+	}
+	native, err := NodeProgram(GeminiSpec, OSFS{}, bin, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := agenttest.NewGemini(agenttest.Script{
+		Pick: agenttest.ByAssistantTurns,
+		Replies: []agenttest.Reply{
+			{Tools: []agenttest.ToolCall{{Name: "write_file", Input: map[string]any{"file_path": sandbox.DockerRoot + "/hello.txt", "content": "hello from a sandboxed gemini\n"}}}},
+			{Text: "Wrote hello.txt."},
+			{Tools: []agenttest.ToolCall{{Name: "run_shell_command", Input: map[string]any{"command": "cat hello.txt >> log.txt", "description": "append"}}}},
+			{Text: "Appended."},
+		},
+	})
+	defer srv.Close()
+	up := GeminiAPI.Upstream("real-gemini-key")
+	up.URL = srv.URL
+	sb, ws := startDockerEgressWith(t, native, up, []sandbox.Mount{
+		{Source: native.Package, Target: inContainerGemini, ReadOnly: true},
+		{Source: native.Path, Target: "/usr/local/bin/node", ReadOnly: true},
+	}, GeminiSpec.Files)
+	entry := inContainerGemini + "/" + native.Entry
+
+	t1 := runLiveTurn(t, sb, Gemini{}, Turn{Iteration: 1, Prompt: "Create hello.txt (first turn)", Bin: entry})
+	if t1.res.Status != StatusSuccess || t1.res.SessionID == "" {
+		t.Fatalf("turn 1: %+v; stderr %s", t1.res, t1.stderr)
+	}
+	if len(t1.receipts) != 1 || t1.receipts[0].Name != "write_file" || !t1.receipts[0].OK {
+		t.Errorf("turn 1 receipts %+v", t1.receipts)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "hello.txt")); err != nil || string(b) != "hello from a sandboxed gemini\n" {
+		t.Fatalf("hello.txt on the host: %q, %v", b, err)
+	}
+	n1 := len(srv.ModelRequests())
+	t2 := runLiveTurn(t, sb, Gemini{}, Turn{Iteration: 2, Prompt: "Append it to log.txt (second turn)", Bin: entry, SessionID: t1.res.SessionID})
+	if t2.res.Status != StatusSuccess || t2.res.SessionID != t1.res.SessionID {
+		t.Fatalf("turn 2: %+v; stderr %s", t2.res, t2.stderr)
+	}
+	if len(t2.receipts) != 1 || t2.receipts[0].Name != "run_shell_command" || !t2.receipts[0].OK {
+		t.Errorf("turn 2 receipts %+v", t2.receipts)
+	}
+	if reqs := srv.ModelRequests()[n1:]; len(reqs) == 0 || !reqs[0].Contains("first turn") || reqs[0].ToolResults < 1 {
+		t.Errorf("turn 2 did not resume the conversation")
+	}
+	for _, r := range srv.Requests() {
+		if k := r.Header.Get("x-goog-api-key"); k != "real-gemini-key" {
+			t.Errorf("request %d reached the model API with key %q, want the real key", r.N, k)
+		}
+	}
+	if got := agentEnv(t, sb, GeminiAPI.KeyEnv); got != sandbox.DummyKey {
+		t.Errorf("$%s inside the sandbox is %q, want the dummy key", GeminiAPI.KeyEnv, got)
+	}
+	if p := sb.Posture(); p.Network != sandbox.NetworkEgress || p.EgressDenied != 0 || len(p.SecretsInSandbox) != 0 {
+		t.Errorf("posture: network %s, %d denied (%v), secrets %v", p.Network, p.EgressDenied, p.EgressDenials, p.SecretsInSandbox)
+	}
 }

@@ -1,7 +1,7 @@
 package agent
 
-// Live tests: the real Claude Code and Codex binaries (GOALRUN_CLAUDE_BIN /
-// GOALRUN_CODEX_BIN, else PATH; skipped with the reason named unless
+// Live tests: the real Claude Code, Codex and Gemini CLI (GOALRUN_CLAUDE_BIN,
+// GOALRUN_CODEX_BIN, GOALRUN_GEMINI_BIN, else PATH; skipped with the reason named unless
 // GOALRUN_REQUIRE_AGENTS=1), driven by agenttest's scripted model servers on
 // loopback, run as agent steps of a real sandbox.Local.
 
@@ -45,6 +45,9 @@ func runLiveTurn(t *testing.T, sb sandbox.Sandbox, a Adapter, turn Turn) liveTur
 	defer cancel()
 	inv := a.Command(turn)
 	p := a.NewParser()
+	if m, ok := a.(interface{ NewTurnParser(Turn) Parser }); ok { // as the loop does
+		p = m.NewTurnParser(turn)
+	}
 	var lt liveTurn
 	var grace *time.Timer
 	start0 := time.Now()
@@ -90,14 +93,26 @@ func runLiveTurn(t *testing.T, sb sandbox.Sandbox, a Adapter, turn Turn) liveTur
 // startLiveSandbox starts a Local sandbox on workspace ws with a temp HOME
 // and the model API upstream up (Local hands the agent the URL and the key
 // directly: there is no proxy locally).
-func startLiveSandbox(t *testing.T, ws string, up sandbox.Upstream) *sandbox.Local {
+func startLiveSandbox(t *testing.T, ws string, up sandbox.Upstream, files ...sandbox.AgentFile) *sandbox.Local {
 	t.Helper()
+	return startLiveSandboxEnv(t, ws, up, nil, files...)
+}
+
+// startLiveSandboxEnv is startLiveSandbox with more variables for agent
+// steps.
+func startLiveSandboxEnv(t *testing.T, ws string, up sandbox.Upstream, env map[string]string, files ...sandbox.AgentFile) *sandbox.Local {
+	t.Helper()
+	e := map[string]string{"HOME": t.TempDir(), "TMPDIR": t.TempDir()}
+	for k, v := range env {
+		e[k] = v
+	}
 	sb, err := sandbox.StartLocal(context.Background(), sandbox.Config{
-		RunID:     "goalrun-test-agents",
-		Workspace: ws,
-		Network:   sandbox.NetworkHost,
-		Upstreams: []sandbox.Upstream{up},
-		Env:       map[string]string{"HOME": t.TempDir(), "TMPDIR": t.TempDir()},
+		RunID:      "goalrun-test-agents",
+		Workspace:  ws,
+		Network:    sandbox.NetworkHost,
+		Upstreams:  []sandbox.Upstream{up},
+		Env:        e,
+		AgentFiles: files,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -230,8 +245,11 @@ func TestLiveCodexEditsAndResumes(t *testing.T) {
 	if len(t1.receipts) != 1 || t1.receipts[0].Name != "command_execution" || !t1.receipts[0].OK || !strings.Contains(t1.receipts[0].Brief, "hello.txt") {
 		t.Errorf("turn 1 receipts %+v", t1.receipts)
 	}
-	if !t1.res.Usage.Cumulative || t1.res.Usage.InputTokens == 0 {
+	if !t1.res.Usage.Cumulative || t1.res.Usage.InputTokens == 0 || !t1.res.Usage.NoCost {
 		t.Errorf("turn 1 usage %+v", t1.res.Usage)
+	}
+	if t1.res.Model != "gpt-agenttest" { // the stream names none: the model asked for
+		t.Errorf("turn 1 model %q", t1.res.Model)
 	}
 	for _, r := range srv.ModelRequests() {
 		if r.Key() != "live-key-codex" {

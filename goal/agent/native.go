@@ -102,6 +102,12 @@ type Native struct {
 	// "/lib64/ld-linux-x86-64.so.2" for Claude Code's glibc build; "" for a
 	// static binary (Codex), which runs in an image with no libc at all.
 	Interp string
+	// Package and Entry are set for a CLI that is a Node.js program
+	// (Spec.Node): Package is the host folder of its npm package, to be
+	// mounted read-only, and Entry the script to run in it (a slash path
+	// relative to Package, e.g. "bundle/gemini.js"); Path and Interp are
+	// then those of the node executable that runs it.
+	Package, Entry string
 }
 
 // Static reports whether the executable needs no dynamic loader.
@@ -246,4 +252,43 @@ func packageName(fsys HostFS, name string) (string, error) {
 		return "", err
 	}
 	return m.Name, nil
+}
+
+// NodeProgram finds what a Docker sandbox needs to run an agent that is a
+// Node.js program (Spec.Node, the Gemini CLI): onPath is the command on the
+// host's PATH (or --agent-bin; npm links it to the package's script), node
+// the host's node executable. The package folder is the one above the
+// script whose package.json names spec.Package; node must be a native
+// executable for this machine. Errors wrap ErrNotNative or the
+// filesystem's error.
+func NodeProgram(spec Spec, fsys HostFS, onPath, node string) (Native, error) {
+	return nodeProgram(spec, fsys, onPath, node, runtime.GOARCH)
+}
+
+func nodeProgram(spec Spec, fsys HostFS, onPath, node, goarch string) (Native, error) {
+	script, err := fsys.EvalSymlinks(onPath)
+	if err != nil {
+		return Native{}, fmt.Errorf("agent %s: resolving %s: %w", spec.Name, onPath, err)
+	}
+	pkgDir, err := findPackage(fsys, filepath.Dir(script), spec.Package)
+	if err != nil {
+		return Native{}, fmt.Errorf("agent %s: %s is not inside an npm package named %s: %w", spec.Name, script, spec.Package, ErrNotNative)
+	}
+	entry, err := filepath.Rel(pkgDir, script)
+	if err != nil || !filepath.IsLocal(entry) {
+		return Native{}, fmt.Errorf("agent %s: %s is not inside its package folder %s: %w", spec.Name, script, pkgDir, ErrNotNative)
+	}
+	if node == "" {
+		return Native{}, fmt.Errorf("agent %s is a Node.js program and no node executable is on this machine's PATH: %w", spec.Name, ErrNotNative)
+	}
+	realNode, err := fsys.EvalSymlinks(node)
+	if err != nil {
+		return Native{}, fmt.Errorf("agent %s: resolving node %s: %w", spec.Name, node, err)
+	}
+	n, err := inspectELF(fsys, realNode, goarch)
+	if err != nil {
+		return Native{}, fmt.Errorf("agent %s: node at %s is not a native executable for linux/%s (%v): %w", spec.Name, realNode, goarch, err, ErrNotNative)
+	}
+	n.Package, n.Entry = pkgDir, filepath.ToSlash(entry)
+	return n, nil
 }

@@ -244,3 +244,40 @@ func TestNativeExecutableRealCLIs(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeProgram: an agent that is a Node.js program (the Gemini CLI) is
+// run in a container from its npm package folder (the script npm links
+// onto PATH, found inside it) and the host's node.
+func TestNodeProgram(t *testing.T) {
+	root := t.TempDir()
+	pkg := filepath.Join(root, "lib", "node_modules", "@google", "gemini-cli")
+	if err := os.MkdirAll(filepath.Join(pkg, "bundle"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(pkg, "package.json"), []byte(`{"name":"@google/gemini-cli","version":"0.61.0"}`), 0o644)
+	os.WriteFile(filepath.Join(pkg, "bundle", "gemini.js"), []byte("#!/usr/bin/env node\n"), 0o755)
+	bin := filepath.Join(root, "bin")
+	os.MkdirAll(bin, 0o755)
+	os.Symlink(filepath.Join(pkg, "bundle", "gemini.js"), filepath.Join(bin, "gemini"))
+	node := filepath.Join(root, "node")
+	os.WriteFile(node, tinyELF(elfMachines[runtime.GOARCH], "/lib64/ld-linux-x86-64.so.2"), 0o755)
+
+	n, err := nodeProgram(GeminiSpec, OSFS{}, filepath.Join(bin, "gemini"), node, runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Package != pkg || n.Entry != "bundle/gemini.js" || n.Path != node || n.Static() {
+		t.Errorf("%+v", n)
+	}
+	for name, c := range map[string]struct{ onPath, node string }{
+		"no node":                {filepath.Join(bin, "gemini"), ""},
+		"node is a script":       {filepath.Join(bin, "gemini"), filepath.Join(pkg, "bundle", "gemini.js")},
+		"not inside its package": {node, node},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := nodeProgram(GeminiSpec, OSFS{}, c.onPath, c.node, runtime.GOARCH); !errors.Is(err, ErrNotNative) {
+				t.Errorf("err %v, want ErrNotNative", err)
+			}
+		})
+	}
+}

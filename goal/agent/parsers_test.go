@@ -414,7 +414,7 @@ func TestCodexParser(t *testing.T) {
 				if f.res.Summary != "final answer" || f.res.Delegations != 1 || f.res.Status != StatusSuccess {
 					t.Errorf("got %+v", f.res)
 				}
-				if want := (Usage{InputTokens: 100, OutputTokens: 9, Cumulative: true}); f.res.Usage != want {
+				if want := (Usage{InputTokens: 100, OutputTokens: 9, Cumulative: true, NoCost: true}); f.res.Usage != want {
 					t.Errorf("usage %+v", f.res.Usage)
 				}
 			},

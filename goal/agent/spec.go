@@ -107,6 +107,20 @@ type Spec struct {
 	// Layout tells NativeExecutable where the native binary sits in the
 	// npm package; nil means the executable on PATH is used as it is.
 	Layout *NpmLayout
+	// NoCost is true for a CLI that reports token use but never a cost
+	// (Codex, the Gemini CLI): the run's cost is unknown (cost_usd null)
+	// and a cost budget cannot apply.
+	NoCost bool
+	// NoUsage is true for an agent that reports neither tokens nor cost
+	// (the command agent, whose stdout is not parsed): no budget can apply.
+	NoUsage bool
+	// Node is true for a CLI that is a Node.js program (a script run by
+	// node, not a native binary): a Docker sandbox mounts its npm package
+	// and the host's node (NodeProgram).
+	Node bool
+	// Files are files the CLI needs that goalrun writes for it when it
+	// serves the model API (sandbox.AgentFile): the Gemini CLI's settings.
+	Files []sandbox.AgentFile
 }
 
 // AllowHosts returns the default egress allowlist: the model API's
@@ -147,17 +161,20 @@ var (
 	// CodexSpec: Codex from npm @openai/codex (pinned: 0.171.0), OpenAI
 	// Responses API through a custom provider (see Codex).
 	CodexSpec = Spec{
-		Name: "codex", Bin: "codex", Package: "@openai/codex", API: OpenAIAPI, Resumes: true,
+		Name: "codex", Bin: "codex", Package: "@openai/codex", API: OpenAIAPI, Resumes: true, NoCost: true,
 		Env:    map[string]string{},
 		Layout: &codexLayout,
 	}
-	// GeminiSpec: the Gemini CLI from npm @google/gemini-cli, Gemini API.
+	// GeminiSpec: the Gemini CLI from npm @google/gemini-cli (pinned in
+	// .ci/run: 0.61.0), Gemini API. It is a Node.js program. It needs a
+	// settings file (GeminiSettings) whenever goalrun gives it a base URL.
 	GeminiSpec = Spec{
-		Name: "gemini", Bin: "gemini", Package: "@google/gemini-cli", API: GeminiAPI, Resumes: true,
+		Name: "gemini", Bin: "gemini", Package: "@google/gemini-cli", API: GeminiAPI, Resumes: true, Node: true, NoCost: true,
 		Env: map[string]string{
 			"GEMINI_CLI_TRUST_WORKSPACE": "true",  // headless runs refuse untrusted folders
 			"GEMINI_SANDBOX":             "false", // goalrun's sandbox is the boundary
 		},
+		Files: []sandbox.AgentFile{GeminiSettings},
 	}
 	// CarSpec: CAR's `car do`. CAR talks to several providers; the default
 	// assumed here is Anthropic's API (its documented default models are
@@ -171,6 +188,30 @@ var (
 	}
 )
 
+// GeminiSettings is the settings file the Gemini CLI (0.61.0) needs under
+// goalrun. With GOOGLE_GEMINI_BASE_URL set (goalrun always sets it: the
+// egress proxy's address, a gateway's) the CLI picks its "gateway" auth
+// type, which its own non-interactive check refuses ("Invalid auth method
+// selected.", exit 41); selecting "gemini-api-key" keeps the base URL and
+// the key. "usageStatisticsEnabled": false stops its telemetry calls to
+// play.googleapis.com (egress denials otherwise).
+//
+// In a container it is the system settings file, /etc/gemini-cli/settings.json
+// (the CLI's getSystemSettingsPath on Linux): it wins over the user's and
+// the workspace's settings, and the CLI reads a system file only when it
+// and every folder above it are root's and not writable by group or
+// others, which is why the Docker sandbox writes it root-owned, read-only.
+// On the local host goalrun cannot make a root-owned file (and the CLI
+// refuses GEMINI_CLI_SYSTEM_SETTINGS_PATH anywhere else, e.g. under /tmp):
+// there it is the user settings of a per-run Gemini home, GEMINI_CLI_HOME
+// (the CLI then keeps its conversations for --resume there too).
+var GeminiSettings = sandbox.AgentFile{
+	Path:      "/etc/gemini-cli/settings.json",
+	Content:   []byte(`{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false}}` + "\n"),
+	LocalEnv:  "GEMINI_CLI_HOME",
+	LocalPath: ".gemini/settings.json",
+}
+
 // registry lists the adapters New knows, in the order Names reports them.
 var registry = []struct {
 	name string
@@ -182,7 +223,7 @@ var registry = []struct {
 	{"gemini", func() Adapter { return Gemini{} }, GeminiSpec},
 	{"car", func() Adapter { return Car{} }, CarSpec},
 	{"deepcode", func() Adapter { return DeepCode{} }, DeepCodeSpec},
-	{CommandName, func() Adapter { return Command{} }, Spec{Name: CommandName, Env: map[string]string{}}},
+	{CommandName, func() Adapter { return Command{} }, Spec{Name: CommandName, Env: map[string]string{}, NoUsage: true}},
 }
 
 // Names returns the --agent values New accepts, in documentation order:

@@ -1,7 +1,7 @@
 // Package agenttest provides scripted model API servers on loopback for
 // testing goalrun against the real agent CLIs: an Anthropic Messages API
-// server (Claude Code) and an OpenAI Responses API server (Codex), both
-// streaming as the real APIs do.
+// server (Claude Code), an OpenAI Responses API server (Codex) and a Gemini
+// API server (the Gemini CLI), streaming as the real APIs do.
 //
 // A Script says what the "model" answers: for each request the server picks
 // one Reply — text, tool calls, or an HTTP error — by default from how many
@@ -107,7 +107,7 @@ type Request struct {
 	// AssistantTurns counts the assistant turns in the request's history.
 	AssistantTurns int
 	// Reply is the index of the reply given, -1 for requests the script
-	// did not answer (unknown paths).
+	// did not answer (unknown paths, the Gemini CLI's utility calls).
 	Reply int
 }
 

@@ -244,3 +244,64 @@ func TestPickAndDelay(t *testing.T) {
 		t.Errorf("a script without replies answered %d", status)
 	}
 }
+
+func TestGeminiStreamsAndUtilityCalls(t *testing.T) {
+	srv := NewGemini(Script{Replies: []Reply{
+		{Text: "Let me write it.", Tools: []ToolCall{{Name: "write_file", Input: map[string]any{"file_path": "/w/a.txt", "content": "hi\n"}}}, InputTokens: 42, OutputTokens: 7},
+		{Status: 400},
+	}})
+	defer srv.Close()
+	// A utility call (the router's classifier) asks for JSON: answered from
+	// its schema, no scripted reply spent.
+	router := `{"contents":[{"role":"user","parts":[{"text":"route"}]}],"generationConfig":{"responseMimeType":"application/json","responseJsonSchema":{"type":"object","properties":{"complexity_reasoning":{"type":"string"},"complexity_score":{"type":"integer","minimum":1,"maximum":100}},"required":["complexity_reasoning","complexity_score"]}}}`
+	status, evs := post(t, srv.URL+"/v1beta/models/gemini-flash-lite:generateContent", "k", router)
+	if status != 200 || len(evs) != 1 {
+		t.Fatalf("router: status %d, %v", status, evs)
+	}
+	text := evs[0].data["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)["text"].(string)
+	if text != `{"complexity_reasoning":"agenttest","complexity_score":50}` {
+		t.Errorf("router answer %s", text)
+	}
+	resp, err := http.Post(srv.URL+"/v1beta/models/gemini-pro:streamGenerateContent?alt=sse", "application/json",
+		strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"write a.txt"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(d), &m); err != nil {
+				t.Fatal(err)
+			}
+			chunks = append(chunks, m)
+		}
+	}
+	resp.Body.Close()
+	if len(chunks) != 3 { // two text halves, the function call
+		t.Fatalf("%d chunks: %v", len(chunks), chunks)
+	}
+	last := chunks[2]
+	if u := last["usageMetadata"].(map[string]any); u["promptTokenCount"] != float64(42) || u["candidatesTokenCount"] != float64(7) {
+		t.Errorf("usage %v", u)
+	}
+	fc := last["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)["functionCall"].(map[string]any)
+	if fc["name"] != "write_file" || fc["args"].(map[string]any)["file_path"] != "/w/a.txt" {
+		t.Errorf("function call %v", fc)
+	}
+	// The next request carries a function response: the second reply, a
+	// 400 with the API's words for a bad key.
+	next := `{"contents":[{"role":"user","parts":[{"text":"write a.txt"}]},{"role":"model","parts":[{"functionCall":{"name":"write_file","args":{}}}]},{"role":"user","parts":[{"functionResponse":{"name":"write_file","response":{}}}]}]}`
+	status, evs = post(t, srv.URL+"/v1beta/models/gemini-pro:generateContent", "k", next)
+	if e := evs[0].data["error"].(map[string]any); status != 400 || e["status"] != "INVALID_ARGUMENT" || !strings.Contains(e["message"].(string), "API key not valid") {
+		t.Errorf("status %d, body %v", status, evs[0].data)
+	}
+	reqs := srv.ModelRequests()
+	if len(reqs) != 2 || reqs[0].Model != "gemini-pro" || !reqs[0].Stream || reqs[1].ToolResults != 1 || reqs[1].AssistantTurns != 1 {
+		t.Errorf("model requests %+v", reqs)
+	}
+	if all := srv.Requests(); len(all) != 3 || all[0].Reply != -1 {
+		t.Errorf("the utility call was not recorded apart: %+v", all)
+	}
+}

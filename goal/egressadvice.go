@@ -1,0 +1,66 @@
+package goal
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/goalrun/goalrun/sandbox/egress"
+)
+
+// egressRefusalNote says what goalrun's egress proxy refused for who ("the
+// setup step", "the agent"), from the posture's sample of denials in their
+// "dest (reason)" form, for a failure's message: "goalrun's egress proxy
+// refused the setup step 3 times: proxy.golang.org:443 (resolves to
+// 203.0.113.80 (reserved))". It is "" when nothing was refused.
+func egressRefusalNote(who string, denied int, denials []string) string {
+	if len(denials) == 0 {
+		return ""
+	}
+	denied = max(denied, len(denials))
+	times := "times"
+	if denied == 1 {
+		times = "time"
+	}
+	return fmt.Sprintf("goalrun's egress proxy refused %s %d %s: %s", who, denied, times, strings.Join(denials, "; "))
+}
+
+// allowNetsFix is the advice for denials of allowed names that resolved
+// into a private or reserved address: --allow-host cannot open them, only
+// the operator's GOALRUN_EGRESS_ALLOW_NETS can (README, "A registry mirror
+// at a private or special address"). It is "" when no denial is of that
+// kind.
+func allowNetsFix(denials []string) string {
+	var hosts, addrs []string
+	for _, d := range denials {
+		addr, ok := egress.OpenableByAllowNets(d)
+		if !ok {
+			continue
+		}
+		dest, _, _ := strings.Cut(d, " (")
+		hosts = append(hosts, dest)
+		addrs = append(addrs, addr)
+	}
+	if len(hosts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s is already allowed, but its name resolves to a private or reserved address (%s), which goalrun's egress proxy refuses whatever --allow-host says. "+
+		"If the registry or its mirror really answers there, set the environment variable GOALRUN_EGRESS_ALLOW_NETS to that block for goalrun (comma-separated, e.g. %s; an operator setting, not a flag or config key; see the README's setup step section); otherwise fix this machine's DNS.",
+		strings.Join(hosts, ", "), strings.Join(addrs, ", "), addrs[0])
+}
+
+// withAllowNetsFix puts the allowNetsFix of denials first and drops the
+// advice to add a host with --allow-host (the sentence allowHostFix), which
+// cannot help; fixes are returned as they are when no denial is of that kind.
+func withAllowNetsFix(fixes, denials []string) []string {
+	fix := allowNetsFix(denials)
+	if fix == "" {
+		return fixes
+	}
+	out := []string{fix}
+	for _, f := range fixes {
+		if f != allowHostFix && f != dockerSetupFix {
+			out = append(out, f)
+		}
+	}
+	return out
+}
