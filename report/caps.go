@@ -6,10 +6,10 @@ import (
 	"unicode/utf8"
 )
 
-// Caps of the goalrun/1 document (run-document.md, "Caps"). Text caps are in
-// bytes of UTF-8 and bound the text that is kept; a cut text also carries the
-// truncation marker (see Cap), which is not counted in the cap and is at most
-// MarkerMaxBytes long.
+// Caps of the goalrun/1 document (README.md, "Limits";
+// docs/goalrun-1.schema.json). Text caps are in bytes of UTF-8 and bound the
+// text that is kept; a cut text also carries the truncation marker (see Cap),
+// which is not counted in the cap and is at most MarkerMaxBytes long.
 const (
 	// SummaryCap bounds "summary" (result shape) and "message" (failure and
 	// startup-error shapes): 4096 bytes.
@@ -22,6 +22,11 @@ const (
 	// TailCap bounds a check-output tail in "iterations[].check.tail": 512
 	// bytes, the end of the output.
 	TailCap = 512
+	// SetupMax bounds "setup": 16 steps, the first ones.
+	SetupMax = 16
+	// FailuresCap bounds "iterations[].check.failures": 512 bytes, the
+	// start of the failing tests' lines.
+	FailuresCap = 512
 	// SampleMax bounds "receipts.sample": 8 items, failures first.
 	SampleMax = 8
 	// ByToolMax bounds the keys of "receipts.by_tool": 32 keys, the
@@ -37,12 +42,14 @@ const (
 	ModelsServedMax = 8
 	// RiskyPathsMax bounds "changes.risky_paths": 16 paths.
 	RiskyPathsMax = 16
+	// ChangedPathsMax bounds "changes.paths": 16 paths.
+	ChangedPathsMax = 16
 	// DocumentBytes bounds the whole encoded document: 32768 bytes, a hard
 	// guarantee of Encode for any input.
 	DocumentBytes = 32768
 )
 
-// goalrun's own caps for fields run-document.md leaves open. They are
+// goalrun's own caps for fields the outside limits leave open. They are
 // goalrun/1 limits too (the schema states them), chosen to keep the document
 // small; they are not outside limits.
 const (
@@ -56,9 +63,16 @@ const (
 	NameCap = 160
 	// SuggestionsMax bounds "suggestions": 8 sentences.
 	SuggestionsMax = 8
+	// GitExecutableMax bounds "changes.git_executable": 8 entries (the
+	// tracker collapses them per folder and counts the rest in the last).
+	// They head "changes.risky_paths" and are never cut from it: 8 < 16.
+	GitExecutableMax = 8
 	// FailureFieldsMax bounds the cause-specific fields of "failure": 16.
 	FailureFieldsMax = 16
-	// ListMax bounds the posture lists run-document.md leaves open
+	// TimingsPrepareMax bounds the kinds of one-time work in
+	// "timings.prepare": 8.
+	TimingsPrepareMax = 8
+	// ListMax bounds the posture lists that no outside limit bounds
 	// ("egress_allowlist", "cap_drop", "secrets_in_sandbox"): 64 items; the
 	// encoder shrinks them further only under DocumentBytes pressure.
 	ListMax = 64
@@ -339,7 +353,7 @@ func foldable(r rune) bool {
 
 // Brief returns the one-line gist of a tool call's identifying parameter:
 // redacted with r (nil: no redaction), folded onto one line (Fold) and
-// capped at BriefCap (run-document.md: "a brief … newlines folded to spaces,
+// capped at BriefCap (docs/goalrun-1.md: "a brief … folded onto one line and
 // capped").
 func Brief(r *Redactor, s string) string {
 	return Cap(Fold(r.Redact(s)), BriefCap)

@@ -1,15 +1,16 @@
 package report
 
 import (
-	"fmt"
 	"path"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
-// Claim kinds ("ungrounded_claims[].kind", run-document.md).
+// Claim kinds ("ungrounded_claims[].kind"; docs/grounding.md).
 const (
 	ClaimRanTests    = "ran_tests"    // "I ran the tests"
 	ClaimTestsPass   = "tests_pass"   // "all tests pass"
@@ -58,18 +59,26 @@ type Evidence struct {
 
 	testRuns     int    // receipts whose command runs tests, any outcome
 	lastTestOK   bool   // the last such receipt succeeded
+	lastTestUnk  bool   // the last such receipt's outcome is unknown
 	lastTestCmd  string // its brief (capped)
 	failedOps    map[string]bool
+	unknownOps   map[string]bool // operations only receipts of unknown outcome did
 	succeededOps map[string]bool // committed, pushed, opened_pr, installed, deployed
 	anyWrite     bool            // a successful call that writes files
+	unknownWrite bool            // a call of unknown outcome that writes files
 
 	written pathSet // paths successful calls wrote (tool paths, shell write targets)
 	removed pathSet // paths successful shell commands removed
+	// unknownPaths are paths calls of unknown outcome wrote or removed:
+	// they back no claim, but a claim about one of them gets a reason
+	// saying the outcome could not be checked.
+	unknownPaths pathSet
 
 	checkCmd    string
 	checkRan    bool
 	checkPassed bool
 	checkExit   int
+	checkEmpty  bool // the latest check passed but ran no test
 
 	changed         map[string]string // workspace path → ChangeAdded/Modified/Deleted
 	changedOverflow bool
@@ -80,6 +89,7 @@ type Evidence struct {
 func NewEvidence() *Evidence {
 	return &Evidence{
 		failedOps:    map[string]bool{},
+		unknownOps:   map[string]bool{},
 		succeededOps: map[string]bool{},
 		changed:      map[string]string{},
 	}
@@ -113,22 +123,46 @@ func (e *Evidence) AddReceipt(r Receipt, paths []string) {
 			ops[op] = true
 		}
 	}
+	ok := r.OK && !r.Unknown
 	if ops[opTest] {
 		e.testRuns++
-		e.lastTestOK = r.OK
-		e.lastTestCmd = Cap(Fold(r.Brief), BriefCap)
+		e.lastTestOK, e.lastTestUnk = ok, r.Unknown
+		e.lastTestCmd = clip(Fold(r.Brief), BriefCap)
 	}
 	for op := range ops {
 		if op == opTest || op == opWrite {
 			continue
 		}
-		if r.OK {
+		switch {
+		case ok:
 			e.succeededOps[op] = true
-		} else {
+		case r.Unknown:
+			e.unknownOps[op] = true
+		default:
 			e.failedOps[op] = true
 		}
 	}
-	if !r.OK {
+	if r.Unknown {
+		// Nothing shows the call succeeded: it backs no claim, but what it
+		// meant to do is remembered for the reason.
+		if ops[opWrite] || len(paths) > 0 {
+			e.unknownWrite = true
+		}
+		for _, p := range paths {
+			e.unknownPaths.add(p)
+		}
+		if shell {
+			w, rm := shellTargets(cmd)
+			if len(w) > 0 || len(rm) > 0 {
+				e.unknownWrite = true
+			}
+			for _, p := range append(w, rm...) {
+				e.unknownPaths.add(p)
+			}
+		}
+		return
+	}
+	if !ok {
 		return
 	}
 	if ops[opWrite] || len(paths) > 0 {
@@ -161,8 +195,17 @@ func (e *Evidence) AddReceipt(r Receipt, paths []string) {
 func (e *Evidence) SetCheck(cmd string, ran, passed bool, exitCode int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.checkCmd = Cap(Fold(cmd), BriefCap)
-	e.checkRan, e.checkPassed, e.checkExit = ran, passed, exitCode
+	e.checkCmd = clip(Fold(cmd), BriefCap)
+	e.checkRan, e.checkPassed, e.checkExit, e.checkEmpty = ran, passed, exitCode, false
+}
+
+// SetTestedNothing records that the latest check (SetCheck) passed without
+// running a test (goal.tested_nothing): a claim that tests pass is then
+// not backed by it. Call it after SetCheck.
+func (e *Evidence) SetTestedNothing() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.checkEmpty = true
 }
 
 // SetChanged replaces the workspace changes the claims are judged against:
@@ -206,7 +249,7 @@ func (e *Evidence) Claims(finalText string) []Claim {
 		out = append(out, Claim{
 			Claim:  Cap(Fold(e.red.Redact(f.excerpt)), BriefCap),
 			Kind:   f.kind,
-			Reason: Cap(Fold(e.red.Redact(f.reason)), ReasonCap),
+			Reason: Cap(Fold(e.red.Redact(f.reason)), BriefCap),
 		})
 	}
 	return out
@@ -260,16 +303,21 @@ func (e *Evidence) judge(c rawClaim) (reason string, contradiction, backed bool)
 		return "no receipt shows a test command (go test, pytest, npm test, cargo test, …)", false, false
 	case ClaimTestsPass:
 		if e.checkRan {
+			if e.checkPassed && e.checkEmpty {
+				return fitReason("the check \"%s\" exited 0 but ran no test", e.checkCmd, keepStart), false, false
+			}
 			if e.checkPassed {
 				return "", false, true
 			}
-			return fmt.Sprintf("the check %q failed after the last turn (exit %d)", e.checkCmd, e.checkExit), true, false
+			return fitReason("the check \"%s\" failed after the last turn (exit "+strconv.Itoa(e.checkExit)+")", e.checkCmd, keepStart), true, false
 		}
 		switch {
 		case e.testRuns == 0:
 			return "no check ran and no receipt shows a test command", false, false
+		case e.lastTestUnk:
+			return fitReason("no check ran and the outcome of the last test command could not be checked from the agent's output: %s", e.lastTestCmd, keepStart), false, false
 		case !e.lastTestOK:
-			return fmt.Sprintf("no check ran and the last test command failed (%s)", e.lastTestCmd), false, false
+			return fitReason("no check ran and the last test command failed: %s", e.lastTestCmd, keepStart), false, false
 		}
 		return "", false, true
 	case ClaimCommitted:
@@ -292,6 +340,9 @@ func (e *Evidence) op(op, what string) (string, bool, bool) {
 	if e.succeededOps[op] {
 		return "", false, true
 	}
+	if e.unknownOps[op] {
+		return "no " + what + " receipt is known to have succeeded (its outcome could not be checked)", false, false
+	}
 	if e.failedOps[op] {
 		return "the " + what + " receipt failed and none succeeded", false, false
 	}
@@ -303,28 +354,76 @@ func (e *Evidence) file(c rawClaim) (string, bool, bool) {
 		if e.anyWrite || len(e.changed) > 0 || e.changedOverflow {
 			return "", false, true
 		}
+		if e.unknownWrite {
+			return "no tool call is known to have written a file (their outcomes could not be checked from the agent's output) and the workspace diff shows no change", false, false
+		}
 		return "no successful tool call wrote a file and the workspace diff shows no change", false, false
 	}
 	if e.changedOverflow || e.written.overflow || e.removed.overflow {
 		return "", false, true
+	}
+	unchecked := ""
+	if e.unknownPaths.has(c.file) {
+		unchecked = "; the call that wrote it has an outcome that could not be checked"
 	}
 	switch c.kind {
 	case ClaimDeletedFile:
 		if e.removed.has(c.file) || e.written.has(c.file) || changedAs(e.changed, c.file, ChangeDeleted) {
 			return "", false, true
 		}
-		return fmt.Sprintf("no successful receipt removed %s and the workspace diff does not show it deleted", c.file), false, false
+		return fitReason("no successful receipt removed %s and the workspace diff does not show it deleted"+unchecked, c.file, keepEnd), false, false
 	case ClaimCreatedFile:
 		if e.written.has(c.file) || changedAs(e.changed, c.file, ChangeAdded, ChangeModified) {
 			return "", false, true
 		}
-		return fmt.Sprintf("no successful receipt wrote %s and the workspace diff does not show it", c.file), false, false
+		return fitReason("no successful receipt wrote %s and the workspace diff does not show it"+unchecked, c.file, keepEnd), false, false
 	default:
 		if e.written.has(c.file) || e.removed.has(c.file) || changedAs(e.changed, c.file, ChangeAdded, ChangeModified, ChangeDeleted) {
 			return "", false, true
 		}
-		return fmt.Sprintf("no successful receipt wrote %s and the workspace diff shows no change to it", c.file), false, false
+		return fitReason("no successful receipt wrote %s and the workspace diff shows no change to it"+unchecked, c.file, keepEnd), false, false
 	}
+}
+
+// Which end of a quoted text fitReason keeps.
+const (
+	keepStart = false // a command: its program and first arguments
+	keepEnd   = true  // a path: its file name
+)
+
+// fitReason fills the one %s of format with arg, shortened with "…" (its
+// start or its end kept, as keep says) when the sentence would not fit
+// BriefCap, the document's cap on a claim's reason: the sentence's own
+// words are never cut. format's fixed text must fit BriefCap
+// (TestClaimReasonsFit).
+func fitReason(format, arg string, keep bool) string {
+	arg = Fold(arg)
+	const ell = "…"
+	if room := BriefCap - (len(format) - len("%s")); len(arg) > room {
+		n := max(room-len(ell), 0)
+		if keep == keepEnd {
+			cut := len(arg) - n
+			for cut < len(arg) && !utf8.RuneStart(arg[cut]) {
+				cut++
+			}
+			arg = ell + arg[cut:]
+		} else {
+			arg = clip(arg, n) + ell
+		}
+	}
+	return strings.Replace(format, "%s", arg, 1)
+}
+
+// clip returns the first n bytes of s at most, cut at a rune boundary, with
+// no marker.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // changedAs reports whether a changed path matches name with one of kinds.

@@ -211,3 +211,118 @@ func TestClaimsHugeMessage(t *testing.T) {
 		t.Fatalf("claims = %+v", claims)
 	}
 }
+
+// TestClaimsTestsPassOverAnEmptyCheck: "all tests pass" is backed by a
+// passing check only when that check ran a test; over a check that exited 0
+// and tested nothing it is listed, and a later check that ran tests backs
+// it again.
+func TestClaimsTestsPassOverAnEmptyCheck(t *testing.T) {
+	ev := NewEvidence()
+	ev.SetCheck("go test ./...", true, true, 0)
+	ev.SetTestedNothing()
+	c := ev.Claims("All tests pass.")
+	if len(c) != 1 || c[0].Kind != ClaimTestsPass || !strings.Contains(c[0].Reason, "exited 0 but ran no test") {
+		t.Fatalf("claims over an empty check = %+v", c)
+	}
+	ev.SetCheck("go test ./...", true, true, 0)
+	if c := ev.Claims("All tests pass."); len(c) != 0 {
+		t.Errorf("claims over a check that ran tests = %+v", c)
+	}
+}
+
+// TestClaimReasonsFit: every reason a claim can get fits BriefCap, the
+// document's cap on a claim's reason, whole: a reason with no inserted
+// text is never cut, and one that quotes a command or a file keeps all of
+// its own words, the quoted text shortened to its end ("…" first) instead.
+// Every branch of the judge is driven, each with a short and a 400-byte
+// command or path.
+func TestClaimReasonsFit(t *testing.T) {
+	type setup func(ev *Evidence, arg string)
+	none := func(*Evidence, string) {}
+	receipt := func(r Receipt) setup {
+		return func(ev *Evidence, arg string) {
+			r := r
+			r.Brief = strings.ReplaceAll(r.Brief, "ARG", arg)
+			ev.AddReceipt(r, nil)
+		}
+	}
+	cases := []struct {
+		name, text, kind string
+		setup            setup
+		fixed            bool   // the reason quotes nothing
+		wantEnd          string // the reason's own last words
+	}{
+		{"ran tests, no test command", "I ran the tests.", ClaimRanTests, none, true, "cargo test, …)"},
+		{"tests pass, check ran no test", "All tests pass.", ClaimTestsPass, func(ev *Evidence, arg string) { ev.SetCheck(arg, true, true, 0); ev.SetTestedNothing() }, false, `" exited 0 but ran no test`},
+		{"tests pass, check failed", "All tests pass.", ClaimTestsPass, func(ev *Evidence, arg string) { ev.SetCheck(arg, true, false, 1) }, false, `" failed after the last turn (exit 1)`},
+		{"tests pass, nothing ran", "All tests pass.", ClaimTestsPass, none, true, "no receipt shows a test command"},
+		{"tests pass, last test unknown", "All tests pass.", ClaimTestsPass, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: "go test ./ARG"}), false, ""},
+		{"tests pass, last test failed", "All tests pass.", ClaimTestsPass, receipt(Receipt{Tool: "Bash", Brief: "go test ./ARG"}), false, ""},
+		{"edit, no file named, unknown writer", "I fixed the bug.", ClaimEditedFile, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: "sed -i s/a/b/ x.go"}), true, "the workspace diff shows no change"},
+		{"edit, no file named, no writer", "I fixed the bug.", ClaimEditedFile, none, true, "the workspace diff shows no change"},
+		{"deleted", "I deleted `ARG`.", ClaimDeletedFile, none, false, " and the workspace diff does not show it deleted"},
+		{"deleted, unknown remover", "I deleted `ARG`.", ClaimDeletedFile, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: "rm ARG"}), false, "; the call that wrote it has an outcome that could not be checked"},
+		{"created", "I created `ARG`.", ClaimCreatedFile, none, false, " and the workspace diff does not show it"},
+		{"created, unknown writer", "I created `ARG`.", ClaimCreatedFile, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: "echo ok > ARG"}), false, "; the call that wrote it has an outcome that could not be checked"},
+		{"edited", "I edited `ARG`.", ClaimEditedFile, none, false, " and the workspace diff shows no change to it"},
+		{"edited, unknown writer", "I edited `ARG`.", ClaimEditedFile, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: "echo ok > ARG"}), false, "; the call that wrote it has an outcome that could not be checked"},
+	}
+	ops := []struct{ kind, text, brief string }{
+		{ClaimCommitted, "I committed the fix.", "git commit -am fix"},
+		{ClaimPushed, "I pushed the branch.", "git push origin main"},
+		{ClaimOpenedPR, "I opened a pull request.", "gh pr create --fill"},
+		{ClaimInstalled, "I installed the dependencies.", "npm install left-pad"},
+		{ClaimDeployed, "I deployed the service.", "kubectl apply -f deploy.yaml"},
+	}
+	for _, op := range ops {
+		cases = append(cases,
+			struct {
+				name, text, kind string
+				setup            setup
+				fixed            bool
+				wantEnd          string
+			}{op.kind + ", unknown outcome", op.text, op.kind, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: op.brief}), true, " receipt is known to have succeeded (its outcome could not be checked)"},
+			struct {
+				name, text, kind string
+				setup            setup
+				fixed            bool
+				wantEnd          string
+			}{op.kind + ", failed", op.text, op.kind, receipt(Receipt{Tool: "Bash", Brief: op.brief}), true, " receipt failed and none succeeded"},
+			struct {
+				name, text, kind string
+				setup            setup
+				fixed            bool
+				wantEnd          string
+			}{op.kind + ", none", op.text, op.kind, none, true, " receipt"},
+		)
+	}
+	long := strings.Repeat("deeply/nested/", 19) + "name_of_the_file.go" // 285 bytes: a path claims still take for a file
+	for _, c := range cases {
+		for _, arg := range []string{"calc.go", long} {
+			if c.fixed && arg == long {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%d", c.name, len(arg)), func(t *testing.T) {
+				ev := NewEvidence()
+				c.setup(ev, arg)
+				claims := ev.Claims(strings.ReplaceAll(c.text, "ARG", arg))
+				if len(claims) != 1 || claims[0].Kind != c.kind {
+					t.Fatalf("claims %+v, want one %s", claims, c.kind)
+				}
+				r := claims[0].Reason
+				if len(r) > BriefCap || strings.Contains(r, "[truncated") {
+					t.Errorf("reason of %d bytes (cap %d): %q", len(r), BriefCap, r)
+				}
+				if !strings.HasSuffix(r, c.wantEnd) {
+					t.Errorf("reason %q does not end with its own words %q", r, c.wantEnd)
+				}
+				if arg == long && (!strings.Contains(r, "…") || !strings.Contains(r, long[len(long)-10:]) && !strings.Contains(r, long[:10])) {
+					t.Errorf("reason %q keeps neither end of the long text, marked", r)
+				}
+				if arg != long && !strings.Contains(r, arg) && !c.fixed {
+					t.Errorf("reason %q does not quote %q", r, arg)
+				}
+			})
+		}
+	}
+}

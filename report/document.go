@@ -1,4 +1,4 @@
-// Package report builds the goalrun/1 run document (run-document.md), its
+// Package report builds the goalrun/1 run document (docs/goalrun-1.md), its
 // JSONL events, and its markdown rendering, from plain values. It caps every
 // free-text field in bytes on rune boundaries, redacts secrets before capping,
 // and guarantees the encoded document fits in DocumentBytes.
@@ -26,7 +26,12 @@
 // marker".
 package report
 
-import "github.com/goalrun/goalrun/sandbox"
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/goalrun/goalrun/sandbox"
+)
 
 // Schema is the value of every document's "schema" key.
 const Schema = "goalrun/1"
@@ -58,6 +63,10 @@ const (
 	HaltAgentError    = "agent_error"
 	HaltInterrupted   = "interrupted"
 	HaltAuthRequired  = "auth_required"
+	// HaltUnsafeChange: the agent changed git's executable configuration
+	// (changes.git_executable); the run fails closed whatever the check
+	// says, and the check is not run on that tree. Additive.
+	HaltUnsafeChange = "unsafe_change"
 )
 
 // Error codes (the failure shapes' "error").
@@ -68,9 +77,13 @@ const (
 	ErrSandboxUnavailable = "SandboxUnavailable"
 	ErrSandboxFailed      = "SandboxFailed"
 	ErrCheckNotRunnable   = "CheckNotRunnable"
-	ErrAuthRequired       = "AuthRequired"
-	ErrCancelled          = "Cancelled"
-	ErrGitHubUnavailable  = "GitHubUnavailable"
+	// ErrEnvironmentFailed: the first check failed because of its
+	// environment (a dependency it could not download or does not have, a
+	// missing tool, the network), which no agent turn can mend; additive.
+	ErrEnvironmentFailed = "EnvironmentFailed"
+	ErrAuthRequired      = "AuthRequired"
+	ErrCancelled         = "Cancelled"
+	ErrGitHubUnavailable = "GitHubUnavailable"
 )
 
 // Document is one goalrun/1 document in any of its three shapes. Which keys
@@ -98,13 +111,14 @@ type Document struct {
 
 	// Result and failure shapes.
 	Goal              *Goal            `json:"goal,omitempty"`
+	Setup             []SetupStep      `json:"setup,omitempty"`
 	Iterations        []Iteration      `json:"iterations,omitzero"`
 	IterationsOmitted *int             `json:"iterations_omitted,omitempty"`
 	Turns             *int             `json:"turns,omitempty"`
 	TurnsCompleted    *int             `json:"turns_completed,omitempty"`
 	Delegations       *int             `json:"delegations,omitempty"`
 	Agent             *AgentInfo       `json:"agent,omitempty"`
-	ModelUsed         string           `json:"model_used,omitempty"`
+	ModelUsed         ModelName        `json:"model_used,omitzero"`
 	ModelsServed      []ModelServed    `json:"models_served,omitzero"`
 	Usage             *Usage           `json:"usage,omitempty"`
 	Receipts          *Receipts        `json:"receipts,omitempty"`
@@ -113,6 +127,9 @@ type Document struct {
 	Changes           *Changes         `json:"changes,omitempty"`
 	Sandbox           *sandbox.Posture `json:"sandbox,omitempty"`
 	ElapsedSeconds    *float64         `json:"elapsed_seconds,omitempty"`
+	// Timings splits ElapsedSeconds into buckets (additive; absent when
+	// not measured).
+	Timings *Timings `json:"timings,omitempty"`
 
 	// Elided lists the optional detail the encoder dropped to fit
 	// DocumentBytes, in the order it dropped it.
@@ -134,6 +151,30 @@ type Goal struct {
 	Halt *string `json:"halt"`
 	// HaltReason explains the halt in one sentence (capped); additive.
 	HaltReason string `json:"halt_reason,omitempty"`
+	// TestedNothing, on a grounded pass, says in one sentence that the
+	// check's output showed it ran no test (every go test package "[no
+	// tests to run]" or "[no test files]", pytest "no tests ran" …): the
+	// pass is not verified and concludes neutral. Additive.
+	TestedNothing string `json:"tested_nothing,omitempty"`
+}
+
+// SetupStep is one setup command run before the first check (--setup or
+// a detected default); additive.
+type SetupStep struct {
+	// Command is the command (capped at BriefCap); Dir the folder it ran
+	// in, relative to the workspace ("" for its root).
+	Command string `json:"command"`
+	Dir     string `json:"dir,omitempty"`
+	// Detected marks a default goalrun chose from the tree.
+	Detected bool    `json:"detected,omitempty"`
+	ExitCode int     `json:"exit_code"`
+	Seconds  float64 `json:"seconds"`
+	// Skipped: a detected step that could not run in this sandbox.
+	Skipped bool `json:"skipped,omitempty"`
+	// Reused: not run, an earlier run prepared the same dependencies
+	// (the kept deps volume; additive).
+	Reused   bool `json:"reused,omitempty"`
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // Iteration is one loop iteration: iteration 0 is the first check alone.
@@ -156,6 +197,14 @@ type CheckResult struct {
 	ExitCode int     `json:"exit_code"`
 	Passed   bool    `json:"passed"`
 	Seconds  float64 `json:"seconds"`
+	// Environment says, when the check failed because of its environment
+	// rather than the code, what was missing or unreachable (capped at
+	// ReasonCap, one line); additive.
+	Environment string `json:"environment,omitempty"`
+	// Failures are the failing tests' own lines found anywhere in the
+	// output (go test's --- FAIL blocks, pytest's failures…), the first
+	// FailuresCap bytes; additive.
+	Failures string `json:"failures,omitempty"`
 	// Tail is the end of the check's combined output, capped at TailCap.
 	Tail      string `json:"tail"`
 	TimedOut  bool   `json:"timed_out,omitempty"`
@@ -173,23 +222,94 @@ type AgentInfo struct {
 	SessionID string `json:"session_id,omitempty"`
 }
 
+// ModelName is "model_used": the model that answered the agent, JSON null
+// when the agent ran and no model it named answered (the CLI's stream
+// names none, and none was asked for), absent when no agent ran.
+type ModelName struct {
+	Name string
+	// Unreported: the agent ran and no model is known (null).
+	Unreported bool
+}
+
+// IsZero reports whether model_used is left out.
+func (m ModelName) IsZero() bool { return m.Name == "" && !m.Unreported }
+
+// MarshalJSON writes the name, or null.
+func (m ModelName) MarshalJSON() ([]byte, error) {
+	if m.Name == "" {
+		return []byte("null"), nil
+	}
+	var b bytes.Buffer
+	if err := writeJSON(&b, m.Name); err != nil { // no HTML escaping, like the rest
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads a name or null.
+func (m *ModelName) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*m = ModelName{Unreported: true}
+		return nil
+	}
+	m.Unreported = false
+	return json.Unmarshal(b, &m.Name)
+}
+
 // ModelServed is a model that answered the agent.
 type ModelServed struct {
 	ModelID         string `json:"model_id"`
 	LocalLastResort bool   `json:"local_last_resort"`
 }
 
-// Usage is the run's total token use and cost.
+// Usage is the run's total token use and cost. cost_usd is JSON null when
+// CostUnknown: the agent reports no cost (Codex, the Gemini CLI), which is
+// not the same as free.
 type Usage struct {
 	InputTokens  int64   `json:"input_tokens"`
 	OutputTokens int64   `json:"output_tokens"`
 	CostUSD      float64 `json:"cost_usd"`
+	// CostUnknown: some of the usage came with no cost (CostUSD then
+	// counts only the part that had one).
+	CostUnknown bool `json:"-"`
+}
+
+type usageJSON struct {
+	InputTokens  int64    `json:"input_tokens"`
+	OutputTokens int64    `json:"output_tokens"`
+	CostUSD      *float64 `json:"cost_usd"`
+}
+
+// MarshalJSON writes cost_usd as null when the cost is unknown.
+func (u Usage) MarshalJSON() ([]byte, error) {
+	j := usageJSON{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+	if !u.CostUnknown {
+		c := u.CostUSD
+		j.CostUSD = &c
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads cost_usd null as an unknown cost.
+func (u *Usage) UnmarshalJSON(b []byte) error {
+	var j usageJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*u = Usage{InputTokens: j.InputTokens, OutputTokens: j.OutputTokens, CostUnknown: j.CostUSD == nil}
+	if j.CostUSD != nil {
+		u.CostUSD = *j.CostUSD
+	}
+	return nil
 }
 
 // Receipts roll up every tool call the agent made.
 type Receipts struct {
-	Total         int            `json:"total"`
-	Failed        int            `json:"failed"`
+	Total  int `json:"total"`
+	Failed int `json:"failed"`
+	// Unknown counts the calls whose outcome the agent's stream does not
+	// show (not in Failed; never ok); additive, present when not 0.
+	Unknown       int            `json:"unknown,omitempty"`
 	ByTool        map[string]int `json:"by_tool"`
 	Sample        []Receipt      `json:"sample"`
 	SampleOmitted int            `json:"sample_omitted"`
@@ -197,10 +317,15 @@ type Receipts struct {
 
 // Receipt is one tool call.
 type Receipt struct {
-	Tool  string `json:"tool"`
-	OK    bool   `json:"ok"`
-	Brief string `json:"brief"`
-	Via   string `json:"via,omitempty"`
+	Tool string `json:"tool"`
+	OK   bool   `json:"ok"`
+	// Unknown is true (with OK false) when the call finished but the
+	// agent's stream cannot show whether it succeeded (the Gemini CLI's
+	// shell results carry no exit code); additive. Such a receipt backs no
+	// claim.
+	Unknown bool   `json:"unknown,omitempty"`
+	Brief   string `json:"brief"`
+	Via     string `json:"via,omitempty"`
 }
 
 // Claim is an operational claim in the agent's final prose that no receipt
@@ -230,9 +355,27 @@ type Changes struct {
 	// most RiskyPathsMax are listed; Encode may drop more): the total minus
 	// len(RiskyPaths), like receipts.sample_omitted. Additive; always
 	// present.
-	RiskyPathsOmitted int    `json:"risky_paths_omitted"`
-	CheckModified     bool   `json:"check_modified"`
-	PatchSHA256       string `json:"patch_sha256,omitempty"`
+	RiskyPathsOmitted int `json:"risky_paths_omitted"`
+	// Paths are the changed paths (added, modified or deleted; git's
+	// database excepted), in byte order, at most ChangedPathsMax; relative
+	// like RiskyPaths. Additive.
+	Paths []string `json:"paths,omitzero"`
+	// PathsOmitted counts the changed paths left out of Paths (the cap, or
+	// Encode's bound). Additive.
+	PathsOmitted int `json:"paths_omitted,omitzero"`
+	// GitExecutable names the changes to git's executable configuration
+	// (config and what it includes, hooks, info/attributes, a new git
+	// repository, a .gitattributes or .gitmodules adding a driver or a
+	// command), at most GitExecutableMax, collapsed per folder; they also
+	// head RiskyPaths and are never cut from it. A run with any fails
+	// closed: goal not passed, halt unsafe_change. Additive.
+	GitExecutable []string `json:"git_executable,omitzero"`
+	CheckModified bool     `json:"check_modified"`
+	// CheckModifiedReason names, when CheckModified, the most serious change
+	// of the check and the rule that made it one ("go.mod: go.mod replace
+	// directives changed …"). Additive.
+	CheckModifiedReason string `json:"check_modified_reason,omitempty"`
+	PatchSHA256         string `json:"patch_sha256,omitempty"`
 	// RelativeTo says what the paths are relative to: RelativeToMount when
 	// the sandbox mounted a folder wider than the workspace (sandbox.mount,
 	// e.g. the repository root of a subfolder workspace) and the changes

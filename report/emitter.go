@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 )
@@ -55,7 +54,7 @@ func (e *Emitter) Redactor() *Redactor {
 
 // Emit sends one event: typ is an Event* type, phase a Phase* value,
 // message a human sentence (for "text": the agent's prose), data the
-// type's fields (run-document.md, "Events"); nil data is sent as {}. Events
+// type's fields (docs/goalrun-1.md, "Events"); nil data is sent as {}. Events
 // after the terminal event are dropped, and so are terminal types (Refused).
 func (e *Emitter) Emit(typ, phase, message string, data map[string]any) {
 	if e == nil {
@@ -154,6 +153,10 @@ func capStrings(v any, depth int) any {
 	}
 	return v
 }
+
+// Terminal emits the one terminal event for a document made by Build or
+// BuildStartup (see terminal); Finish and FailStartup call it themselves.
+func (e *Emitter) Terminal(d Document) { e.terminal(d) }
 
 // terminal emits the one terminal event for d: "completed" for the result
 // shape, "failed" otherwise, with data status, conclusion, turns,
@@ -277,218 +280,6 @@ func (t tee) Emit(ev Event) {
 			s.Emit(ev)
 		}()
 	}
-}
-
-// ProgressSink is the human progress view: one readable line per step with
-// the time since the run started (NewProgressSinkSince; else since the
-// first event) and the step's own duration, e.g.
-//
-//	[  2.1s] check #0  go test ./...  exit 1 (2.1s)
-//
-// Lines are folded and capped at ProgressLineBytes; agent prose ("text") is
-// shown as its first ProgressTextBytes. It is safe for concurrent use.
-type ProgressSink struct {
-	mu    sync.Mutex
-	w     io.Writer
-	start time.Time
-	err   error
-}
-
-var _ Sink = (*ProgressSink)(nil)
-
-// ProgressLineBytes bounds one line of the progress view; ProgressTextBytes
-// the agent prose shown on a "text" line.
-const (
-	ProgressLineBytes = 240
-	ProgressTextBytes = 100
-)
-
-// NewProgressSink returns a ProgressSink writing to w (stderr without
-// --json).
-func NewProgressSink(w io.Writer) Sink { return &ProgressSink{w: w} }
-
-// NewProgressSinkSince returns a ProgressSink whose clock starts at start,
-// the run's start, so the time spent before the first event (building an
-// image, starting the sandbox) is counted in every line.
-func NewProgressSinkSince(w io.Writer, start time.Time) Sink {
-	return &ProgressSink{w: w, start: start}
-}
-
-// Err returns the first write error, if any.
-func (p *ProgressSink) Err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
-}
-
-// Emit writes the event's line, if it has one.
-func (p *ProgressSink) Emit(ev Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err != nil {
-		return
-	}
-	if p.start.IsZero() {
-		p.start = ev.Time
-	}
-	text := progressText(ev)
-	if text == "" {
-		return
-	}
-	at := ev.Time.Sub(p.start).Seconds()
-	var b strings.Builder
-	for i, t := range strings.Split(text, progressBreak) { // each line capped on its own
-		if i == 0 {
-			fmt.Fprintf(&b, "[%5.1fs] %s\n", at, Cap(flat(t), ProgressLineBytes))
-		} else {
-			fmt.Fprintf(&b, "         %s\n", Cap(flat(t), ProgressLineBytes))
-		}
-	}
-	if _, err := io.WriteString(p.w, b.String()); err != nil {
-		p.err = fmt.Errorf("report: writing progress: %w", err)
-	}
-}
-
-// progressBreak separates an event's lines in progressText; what the
-// agent wrote is folded onto one line first, so it never makes one.
-const progressBreak = "\x00"
-
-// progressText is the line for one event ("" for none).
-func progressText(ev Event) string {
-	d := ev.Data
-	var b strings.Builder
-	switch ev.Type {
-	case EventStarted:
-		b.WriteString("run       ")
-		if g := str(d, "goal"); g != "" {
-			b.WriteString(g)
-		} else {
-			b.WriteString(ev.Message)
-		}
-		var parts []string
-		if a := str(d, "agent"); a != "" {
-			parts = append(parts, "agent "+a)
-		}
-		if m := str(d, "model"); m != "" {
-			parts = append(parts, "model "+m)
-		}
-		if s := sandboxLine(d["sandbox"]); s != "" {
-			parts = append(parts, "sandbox "+s)
-		}
-		if len(parts) > 0 {
-			b.WriteString("  (" + strings.Join(parts, ", ") + ")")
-		}
-	case EventSandboxReady:
-		b.WriteString("sandbox   ready")
-		if m := str(d, "mode"); m != "" {
-			b.WriteString("  " + m)
-		}
-		if id := str(d, "container_id"); id != "" {
-			b.WriteString("  " + id)
-		}
-		if dg := str(d, "image_digest"); dg != "" {
-			b.WriteString("  " + dg)
-		}
-		writeSeconds(&b, d)
-		if n := str(d, "fallback_notice"); n != "" { // on a line of its own, never cut short by the line cap
-			b.WriteString(progressBreak + "WARNING: " + n)
-		}
-	case EventCheckStarted:
-		return ""
-	case EventCheckFinished:
-		fmt.Fprintf(&b, "check #%d  %s  ", num(d, "iteration"), str(d, "command"))
-		if e := str(d, "error"); e != "" {
-			b.WriteString("could not run: " + e)
-		} else {
-			fmt.Fprintf(&b, "exit %d", num(d, "exit_code"))
-		}
-		if v, _ := d["timed_out"].(bool); v {
-			b.WriteString(" (timed out)")
-		}
-		writeSeconds(&b, d)
-	case EventAgentStarted:
-		fmt.Fprintf(&b, "agent #%d  started", num(d, "iteration"))
-		if s := str(d, "session_id"); s != "" {
-			b.WriteString("  resuming " + s)
-		}
-	case EventModelServed:
-		b.WriteString("model     " + str(d, "model_id"))
-		if v, _ := d["local_last_resort"].(bool); v {
-			b.WriteString("  (local last resort)")
-		}
-	case EventInferenceRetry:
-		fmt.Fprintf(&b, "retry     attempt %d, status %d, backoff %dms", num(d, "attempt"), num(d, "status"), num(d, "backoff_ms"))
-	case EventText:
-		b.WriteString("  says    " + Cap(Fold(ev.Message), ProgressTextBytes))
-	case EventToolCalled:
-		b.WriteString("  tool    " + str(d, "tool"))
-		if br := str(d, "brief"); br != "" {
-			b.WriteString("  " + br)
-		}
-	case EventToolResult:
-		return ""
-	case EventToolFailed:
-		b.WriteString("  tool    " + str(d, "tool") + "  failed")
-	case EventGoalEvaluated:
-		fmt.Fprintf(&b, "goal #%d   ", num(d, "iteration"))
-		met, _ := d["met"].(bool)
-		grounded, _ := d["grounded"].(bool)
-		switch {
-		case met && grounded:
-			b.WriteString("met (grounded)")
-		case met:
-			b.WriteString("met (ungrounded)")
-		default:
-			b.WriteString("not met")
-		}
-		if ev.Message != "" {
-			b.WriteString(": " + ev.Message)
-		}
-	case EventCompleted, EventFailed:
-		fmt.Fprintf(&b, "%-9s %s", ev.Type, ev.Message)
-		writeSeconds(&b, map[string]any{"seconds": d["elapsed_seconds"]})
-	default:
-		b.WriteString(ev.Type)
-		if ev.Message != "" {
-			b.WriteString("  " + ev.Message)
-		}
-	}
-	return b.String()
-}
-
-// flat puts s on one line without moving its columns: every character Fold
-// would fold becomes one space, runs are not collapsed.
-func flat(s string) string {
-	return strings.Map(func(r rune) rune {
-		if foldable(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(strings.TrimRight(s, " \n\t\r"), "\uFFFD"))
-}
-
-// writeSeconds appends " (2.1s)" from data's "seconds", if any.
-func writeSeconds(b *strings.Builder, d map[string]any) {
-	if s, ok := toFloat(d["seconds"]); ok {
-		fmt.Fprintf(b, " (%.1fs)", s)
-	}
-}
-
-// sandboxLine summarizes a posture value in event data: "docker/egress".
-func sandboxLine(v any) string {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return ""
-	}
-	mode, _ := m["mode"].(string)
-	net, _ := m["network"].(string)
-	if mode == "" {
-		return ""
-	}
-	if net == "" {
-		return mode
-	}
-	return mode + "/" + net
 }
 
 func str(d map[string]any, k string) string {

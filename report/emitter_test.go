@@ -18,10 +18,16 @@ func scriptedRun(e *Emitter) Document {
 	e.Emit(EventStarted, PhaseRun, "run started", map[string]any{
 		"goal": "Fix the failing test in calc", "agent": "claude", "model": "claude-sonnet-4-5", "sandbox": dockerPosture(),
 	})
+	e.Emit(EventPrepareStarted, PhaseSandbox, "building the sandbox image from this machine's files (once; later runs reuse it)", map[string]any{"work": WorkImage})
+	e.Emit(EventPrepareFinished, PhaseSandbox, "image build done", map[string]any{"work": WorkImage, "seconds": 0.7})
+	e.Emit(EventPrepareStarted, PhaseSandbox, "running the setup step `go mod download` in the workspace", map[string]any{"work": WorkSetup, "command": "go mod download"})
+	e.Emit(EventPrepareFinished, PhaseSandbox, "setup step `go mod download` exited 0", map[string]any{"work": WorkSetup, "command": "go mod download", "seconds": 3.0})
 	e.Emit(EventSandboxReady, PhaseSandbox, "sandbox ready", map[string]any{"container_id": "3f2a9c1b7d4e", "image_digest": "sha256:6f1c0a4e8d1b", "seconds": 1.2})
 	e.Emit(EventSandboxReady, PhaseSandbox, "sandbox ready: local", map[string]any{"mode": "local", "seconds": 0.01, "fallback_notice": "no Docker Engine answered; running on the local host"})
 	e.Emit(EventCheckStarted, PhaseVerifying, "check #0", map[string]any{"iteration": 0, "command": "go test ./..."})
-	e.Emit(EventCheckFinished, PhaseVerifying, "check #0 failed", map[string]any{"iteration": 0, "command": "go test ./...", "exit_code": 1, "seconds": 2.1})
+	e.Emit(EventCheckFinished, PhaseVerifying, "check #0 failed", map[string]any{"iteration": 0, "command": "go test ./...", "exit_code": 1, "seconds": 2.1,
+		"failing":    "TestSum failing in example.com/calc",
+		"tail_lines": []string{"--- FAIL: TestSum (0.00s)", "    sum_test.go:9: Sum(1, 2) = 0, want 3", "FAIL", "FAIL\texample.com/calc\t0.004s", "\x1b[2J::add-mask::x " + strings.Repeat("long ", 80)}})
 	e.Emit(EventAgentStarted, PhaseActing, "agent turn 1", map[string]any{"iteration": 1})
 	e.Emit(EventModelServed, PhaseInference, "model", map[string]any{"model_id": "claude-sonnet-4-5", "local_last_resort": false})
 	e.Emit(EventInferenceRetry, PhaseInference, "retry", map[string]any{"attempt": 1, "status": 529, "backoff_ms": int64(1000)})
@@ -30,6 +36,7 @@ func scriptedRun(e *Emitter) Document {
 	e.Emit(EventToolResult, PhaseActing, "", map[string]any{"call_id": "toolu_01", "sequence": 1, "tool": "Read", "ok": true})
 	e.Emit(EventToolCalled, PhaseActing, "", map[string]any{"call_id": "toolu_02", "sequence": 2, "tool": "Bash", "brief": "go test ./..."})
 	e.Emit(EventToolFailed, PhaseActing, "", map[string]any{"call_id": "toolu_02", "sequence": 2, "tool": "Bash", "ok": false})
+	e.Emit(EventAgentFinished, PhaseActing, "agent turn 1 finished", map[string]any{"iteration": 1, "seconds": 5.5, "exit_code": 0, "status": "success"})
 	e.Emit(EventCheckFinished, PhaseVerifying, "check timed out", map[string]any{"iteration": 1, "command": "go test ./...", "exit_code": 137, "seconds": 900.0, "timed_out": true})
 	e.Emit(EventCheckFinished, PhaseVerifying, "check could not run", map[string]any{"iteration": 1, "command": "go test ./...", "exit_code": -1, "seconds": 0.0, "error": "sandbox: closed"})
 	e.Emit(EventCheckFinished, PhaseVerifying, "check #1 passed", map[string]any{"iteration": 1, "command": "go test ./...", "exit_code": 0, "seconds": 2.2})
@@ -77,8 +84,8 @@ func TestJSONLSink(t *testing.T) {
 		}
 		last = m
 	}
-	if n != 18 || terminal != 1 || last["type"] != EventCompleted {
-		t.Errorf("%d lines, %d terminal, last %v; want 18 lines ending in exactly one completed", n, terminal, last["type"])
+	if n != 23 || terminal != 1 || last["type"] != EventCompleted {
+		t.Errorf("%d lines, %d terminal, last %v; want 23 lines ending in exactly one completed", n, terminal, last["type"])
 	}
 	golden(t, "events/run.jsonl", lines)
 }
@@ -88,12 +95,32 @@ func TestProgressSink(t *testing.T) {
 	e := NewEmitter(NewProgressSink(&out), nil, fakeClock(700*time.Millisecond))
 	scriptedRun(e)
 	for i, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
-		if !(strings.HasPrefix(line, "[") || strings.HasPrefix(line, "         WARNING: ")) || len(line) > ProgressLineBytes+12 {
+		if !(strings.HasPrefix(line, "[") || strings.HasPrefix(line, "         WARNING: ") || strings.HasPrefix(line, "         | ")) || len(line) > ProgressLineBytes+12 {
 			t.Errorf("line %d is not a progress line: %q", i, line)
 		}
+		if strings.Contains(line, "truncated") || strings.Contains(line, "\x1b") || strings.Contains(line, "| ::") {
+			t.Errorf("line %d carries a marker, an escape or a workflow command: %q", i, line)
+		}
 	}
-	if !strings.Contains(out.String(), "check #0  go test ./...  exit 1 (2.1s)") {
-		t.Errorf("no check line in:\n%s", out.String())
+	for _, want := range []string{
+		"check #0  go test ./...  exit 1 (2.1s): TestSum failing in example.com/calc",
+		"         |     sum_test.go:9: Sum(1, 2) = 0, want 3\n",
+		"prepare   building the sandbox image",
+		"prepare   image build done (0.7s)",
+		"prepare   setup `go mod download` done (3.0s)",
+		"agent #1  finished  exit 0 (5.5s)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "3f2a9c1b7d4e") || strings.Contains(out.String(), "sha256:") {
+		t.Errorf("container id or digest shown without --verbose:\n%s", out.String())
+	}
+	var verbose bytes.Buffer
+	scriptedRun(NewEmitter(NewProgressSinkWith(&verbose, ProgressOptions{Verbose: true}), nil, fakeClock(700*time.Millisecond)))
+	if !strings.Contains(verbose.String(), "container 3f2a9c1b7d4e  image sha256:6f1c0a4e8d1b") {
+		t.Errorf("--verbose does not show the container and image:\n%s", verbose.String())
 	}
 	golden(t, "events/progress.txt", out.Bytes())
 }

@@ -21,26 +21,29 @@ const ElidedPrefix = "to fit 32768 bytes, "
 // keys are never removed, only their text shortened (with Cap's marker) or
 // their lists emptied (with the count kept and a note).
 var ElisionSteps = []string{
-	"iterations.check.tail",    // 1. output tails cut to the marker
-	"receipts.by_tool",         // 2. at most 8 keys, the rest in "(other)"
-	"receipts.sample.brief",    // 3. briefs cut to the marker
-	"sandbox.egress_denials",   // 4. the denial sample dropped (the count stays)
-	"failure.fields",           // 5. cause-specific fields dropped (cause stays)
-	"reasons",                  // 6. halt_reason, judge.reason, fallback_notice cut to 64 bytes
-	"suggestions",              // 7. the first suggestion, cut to 160 bytes
-	"ungrounded_claims.text",   // 8. claim excerpts and reasons cut to 32 bytes
-	"sandbox.lists",            // 9. posture lists: 8 items of 64 bytes
-	"changes.risky_paths.text", // 10. risky paths cut to 64 bytes
-	"summary.1024",             // 11. summary / message cut to 1024 bytes
-	"names",                    // 12. identifiers and posture strings cut to 48 bytes, 1 model served
-	"receipts.sample",          // 13. the sample emptied (sample_omitted = total)
-	"iterations",               // 14. only the last iteration kept (the rest counted)
-	"receipts.by_tool.all",     // 15. every tool counted under "(other)"
-	"summary.0",                // 16. summary / message cut to the marker
-	"ungrounded_claims",        // 17. the claims list emptied (count in the note)
-	"changes.risky_paths",      // 18. the risky paths emptied (count in the note)
-	"sandbox.lists.all",        // 19. posture lists emptied
-	"required_only",            // 20. last resort: only the shape's required keys
+	"iterations.check.tail",     // 1. output tails cut to the marker
+	"iterations.check.failures", // 1a. failing tests' lines cut to the marker
+	"receipts.by_tool",          // 2. at most 8 keys, the rest in "(other)"
+	"receipts.sample.brief",     // 3. briefs cut to the marker
+	"sandbox.egress_denials",    // 4. the denial sample dropped (the count stays)
+	"failure.fields",            // 5. cause-specific fields dropped (cause stays)
+	"reasons",                   // 6. halt_reason, judge.reason, fallback_notice cut to 64 bytes
+	"suggestions",               // 7. the first suggestion, cut to 160 bytes
+	"ungrounded_claims.text",    // 8. claim excerpts and reasons cut to 32 bytes
+	"sandbox.lists",             // 9. posture lists: 8 items of 64 bytes
+	"changes.paths",             // 9a. the changed paths dropped (counted in paths_omitted)
+	"changes.risky_paths.text",  // 10. risky paths cut to 64 bytes
+	"summary.1024",              // 11. summary / message cut to 1024 bytes
+	"names",                     // 12. identifiers and posture strings cut to 48 bytes, 1 model served
+	"receipts.sample",           // 13. the sample emptied (sample_omitted = total)
+	"setup",                     // 13a. setup steps: only those that failed kept
+	"iterations",                // 14. only the last iteration kept (the rest counted)
+	"receipts.by_tool.all",      // 15. every tool counted under "(other)"
+	"summary.0",                 // 16. summary / message cut to the marker
+	"ungrounded_claims",         // 17. the claims list emptied (count in the note)
+	"changes.risky_paths",       // 18. the risky paths emptied (count in the note)
+	"sandbox.lists.all",         // 19. posture lists emptied
+	"required_only",             // 20. last resort: only the shape's required keys
 }
 
 // Encode returns d as compact JSON (no HTML escaping, no trailing newline):
@@ -110,6 +113,17 @@ var elisions = []elision{
 		}
 		return plural(n, "tail", "cut to 0 bytes shown")
 	}},
+	{"iterations.check.failures", func(d *Document) string {
+		n := 0
+		for i := range d.Iterations {
+			if c := d.Iterations[i].Check; c != nil {
+				if s, ok := shrink(c.Failures, 0, false); ok {
+					c.Failures, n = s, n+1
+				}
+			}
+		}
+		return plural(n, "failures text", "cut to 0 bytes shown")
+	}},
 	{"receipts.by_tool", func(d *Document) string {
 		return foldTools(d, 8)
 	}},
@@ -126,12 +140,12 @@ var elisions = []elision{
 		return plural(n, "brief", "cut to 0 bytes shown")
 	}},
 	{"sandbox.egress_denials", func(d *Document) string {
-		if d.Sandbox == nil || len(d.Sandbox.EgressDenials) == 0 {
+		if d.Sandbox == nil || len(d.Sandbox.EgressDenials)+len(d.Sandbox.SetupEgressDenials) == 0 {
 			return ""
 		}
-		n := len(d.Sandbox.EgressDenials)
-		d.Sandbox.EgressDenials = nil
-		return plural(n, "denial", "dropped (egress_denied keeps the count)")
+		n := len(d.Sandbox.EgressDenials) + len(d.Sandbox.SetupEgressDenials)
+		d.Sandbox.EgressDenials, d.Sandbox.SetupEgressDenials = nil, nil
+		return plural(n, "denial", "dropped (egress_denied and setup_egress_denied keep the count)")
 	}},
 	{"failure.fields", func(d *Document) string {
 		if d.Failure == nil || len(d.Failure.Detail) == 0 {
@@ -145,12 +159,18 @@ var elisions = []elision{
 		n := 0
 		if d.Goal != nil {
 			n += shrinkIn(&d.Goal.HaltReason, 64)
+			n += shrinkIn(&d.Goal.TestedNothing, 64)
 		}
 		if d.Judge != nil {
 			n += shrinkIn(&d.Judge.Reason, 64)
 		}
 		if d.Sandbox != nil && d.Sandbox.FallbackNotice != nil {
 			n += shrinkIn(d.Sandbox.FallbackNotice, 64)
+		}
+		for i := range d.Iterations {
+			if c := d.Iterations[i].Check; c != nil {
+				n += shrinkIn(&c.Environment, 64)
+			}
 		}
 		return plural(n, "reason", "cut to 64 bytes")
 	}},
@@ -180,8 +200,18 @@ var elisions = []elision{
 			return ""
 		}
 		p := d.Sandbox
-		n := shrinkList(&p.EgressAllowlist, 8, 64) + shrinkList(&p.CapDrop, 8, 64) + shrinkList(&p.SecretsInSandbox, 8, 64) + shrinkList(&p.ExtraMounts, 8, 64)
+		n := shrinkList(&p.EgressAllowlist, 8, 64) + shrinkList(&p.CapDrop, 8, 64) + shrinkList(&p.SecretsInSandbox, 8, 64) + shrinkList(&p.ExtraMounts, 8, 64) + shrinkList(&p.HostMounts, 8, 64) +
+			shrinkList(&p.SetupEgressAllowlist, 8, 64) + shrinkList(&p.EgressAllowNets, 8, 64) + shrinkList(&p.HostLeftOut, 8, 64)
 		return plural(n, "item", "dropped or cut to 64 bytes (8 a list at most)")
+	}},
+	{"changes.paths", func(d *Document) string {
+		if d.Changes == nil || len(d.Changes.Paths) == 0 {
+			return ""
+		}
+		n := len(d.Changes.Paths)
+		d.Changes.PathsOmitted += n
+		d.Changes.Paths = nil
+		return plural(n, "changed path", "dropped (counted in paths_omitted)")
 	}},
 	{"changes.risky_paths.text", func(d *Document) string {
 		if d.Changes == nil {
@@ -205,7 +235,7 @@ var elisions = []elision{
 		if d.Agent != nil {
 			n += shrinkIn(&d.Agent.Name, c) + shrinkIn(&d.Agent.Version, c) + shrinkIn(&d.Agent.SessionID, c)
 		}
-		n += shrinkIn(&d.ModelUsed, c) + shrinkIn(&d.Reason, c) + shrinkIn(&d.Error, c)
+		n += shrinkIn(&d.ModelUsed.Name, c) + shrinkIn(&d.Reason, c) + shrinkIn(&d.Error, c)
 		if len(d.ModelsServed) > 1 {
 			n += len(d.ModelsServed) - 1
 			d.ModelsServed = d.ModelsServed[:1]
@@ -267,6 +297,20 @@ var elisions = []elision{
 		r.SampleOmitted = r.Total
 		return plural(n, "item", "dropped (sample_omitted counts them)")
 	}},
+	{"setup", func(d *Document) string {
+		var kept []SetupStep
+		for _, st := range d.Setup {
+			if st.ExitCode != 0 || st.TimedOut {
+				kept = append(kept, st)
+			}
+		}
+		n := len(d.Setup) - len(kept)
+		if n == 0 {
+			return ""
+		}
+		d.Setup = kept
+		return plural(n, "setup step", "that succeeded dropped")
+	}},
 	{"iterations", func(d *Document) string {
 		if len(d.Iterations) <= 1 {
 			return ""
@@ -298,8 +342,13 @@ var elisions = []elision{
 		if d.Changes == nil || len(d.Changes.RiskyPaths) == 0 {
 			return ""
 		}
-		n := len(d.Changes.RiskyPaths)
-		d.Changes.RiskyPaths = []string{}
+		// Changes to git's executable configuration head the list and stay.
+		keep := min(len(d.Changes.GitExecutable), len(d.Changes.RiskyPaths))
+		n := len(d.Changes.RiskyPaths) - keep
+		if n == 0 {
+			return ""
+		}
+		d.Changes.RiskyPaths = slices.Clone(d.Changes.RiskyPaths[:keep])
 		d.Changes.RiskyPathsOmitted += n
 		return plural(n, "path", "dropped: the list is NOT complete")
 	}},
@@ -308,18 +357,25 @@ var elisions = []elision{
 		if p == nil {
 			return ""
 		}
-		n := len(p.EgressAllowlist) + len(p.CapDrop) + len(p.SecretsInSandbox) + len(p.ExtraMounts)
+		n := len(p.EgressAllowlist) + len(p.CapDrop) + len(p.SecretsInSandbox) + len(p.ExtraMounts) + len(p.HostMounts) + len(p.SetupEgressAllowlist) + len(p.EgressAllowNets) + len(p.HostLeftOut)
 		if n == 0 {
 			return ""
 		}
+		p.SetupEgressAllowlist, p.EgressAllowNets = nil, nil
 		if p.EgressAllowlist != nil {
 			p.EgressAllowlist = []string{}
 		}
 		if p.ExtraMounts != nil {
 			p.ExtraMounts = []string{}
 		}
+		if p.HostMounts != nil {
+			p.HostMounts = []string{}
+		}
+		if p.HostLeftOut != nil {
+			p.HostLeftOut = []string{}
+		}
 		p.CapDrop, p.SecretsInSandbox = []string{}, []string{}
-		return plural(n, "item", "dropped from egress_allowlist, cap_drop, secrets_in_sandbox, extra_mounts: the lists are NOT complete")
+		return plural(n, "item", "dropped from egress_allowlist, cap_drop, secrets_in_sandbox, extra_mounts, host_mounts, host_left_out, setup_egress_allowlist, egress_allow_nets: the lists are NOT complete")
 	}},
 	{"required_only", func(d *Document) string {
 		*d = requiredOnly(*d)
@@ -349,7 +405,8 @@ func requiredOnly(d Document) Document {
 	}
 	out.Reason = Cap(d.Reason, 48)
 	if d.Goal != nil {
-		g := Goal{Check: zero(d.Goal.Check), Passed: d.Goal.Passed, Grounded: d.Goal.Grounded, Iterations: d.Goal.Iterations}
+		g := Goal{Check: zero(d.Goal.Check), Passed: d.Goal.Passed, Grounded: d.Goal.Grounded, Iterations: d.Goal.Iterations,
+			TestedNothing: Cap(d.Goal.TestedNothing, 48)}
 		if d.Goal.Halt != nil {
 			h := Cap(*d.Goal.Halt, 48)
 			g.Halt = &h
@@ -374,20 +431,36 @@ func requiredOnly(d Document) Document {
 		if sum > 0 {
 			bt[OtherTool] = sum
 		}
-		out.Receipts = &Receipts{Total: r.Total, Failed: r.Failed, ByTool: bt, Sample: []Receipt{}, SampleOmitted: r.Total}
+		out.Receipts = &Receipts{Total: r.Total, Failed: r.Failed, Unknown: r.Unknown, ByTool: bt, Sample: []Receipt{}, SampleOmitted: r.Total}
 	}
 	if d.UngroundedClaims != nil {
 		out.UngroundedClaims = []Claim{}
 	}
-	if c := d.Changes; c != nil { // the counts and check_modified survive
+	if c := d.Changes; c != nil { // the counts, check_modified and git_executable survive
 		out.Changes = &Changes{FilesChanged: c.FilesChanged, Insertions: c.Insertions, Deletions: c.Deletions,
 			RiskyPaths: []string{}, RiskyPathsOmitted: len(c.RiskyPaths) + c.RiskyPathsOmitted,
-			CheckModified: c.CheckModified, RelativeTo: Cap(c.RelativeTo, 48)}
+			CheckModified: c.CheckModified, RelativeTo: Cap(c.RelativeTo, 48), PathsOmitted: len(c.Paths) + c.PathsOmitted}
+		for _, g := range c.GitExecutable {
+			out.Changes.GitExecutable = append(out.Changes.GitExecutable, Cap(g, 64))
+		}
+		out.Changes.RiskyPaths = append(out.Changes.RiskyPaths, out.Changes.GitExecutable...)
+		out.Changes.RiskyPathsOmitted = max(out.Changes.RiskyPathsOmitted-len(out.Changes.GitExecutable), 0)
 	}
 	if d.ModelsServed != nil && d.Status == StatusSuccess {
 		out.ModelsServed = []ModelServed{}
 	}
 	out.ElapsedSeconds = d.ElapsedSeconds
+	if t := d.Timings; t != nil { // a few numbers: kept, one-time work summed
+		kept := Timings{SandboxStart: t.SandboxStart, Checks: t.Checks, AgentTurns: t.AgentTurns, Other: t.Other}
+		var prep float64
+		for _, v := range t.Prepare {
+			prep += v
+		}
+		if prep > 0 {
+			kept.Prepare = map[string]float64{"all": seconds(prep)}
+		}
+		out.Timings = &kept
+	}
 	out.Elided = make([]string, 0, len(d.Elided)+1)
 	for _, s := range d.Elided {
 		out.Elided = append(out.Elided, Cap(s, 64))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,8 +29,9 @@ func worstRun(s string, n int) Run {
 	for i := 0; i < n; i++ {
 		r.Iterations = append(r.Iterations, Iteration{N: i,
 			Agent: &AgentStep{Status: s, Cause: s, Turns: i, Seconds: 1},
-			Check: &CheckResult{ExitCode: 1, Seconds: 1, Tail: s}})
+			Check: &CheckResult{ExitCode: 1, Seconds: 1, Tail: s, Failures: s, Environment: s}})
 		r.Suggestions = append(r.Suggestions, s)
+		r.Setup = append(r.Setup, SetupStep{Command: s, Dir: s, ExitCode: i % 2, Seconds: 1, Detected: true, Reused: i%2 == 0})
 	}
 	bt := map[string]int{}
 	sample := []Receipt{}
@@ -56,7 +58,7 @@ func worstRun(s string, n int) Run {
 		r.CauseFields[s+strconv.Itoa(i)] = s
 	}
 	p := dockerPosture()
-	p.Image, p.ImageDigest, p.Root, p.User, p.Seccomp, p.Runtime = s, s, s, s, s, s
+	p.Image, p.ImageDigest, p.Root, p.User, p.Seccomp, p.Runtime, p.SetupDepsVolume = s, s, s, s, s, s, s
 	p.Mount, p.FallbackNotice = &s, &s
 	list := func() []string {
 		l := make([]string, n)
@@ -66,6 +68,7 @@ func worstRun(s string, n int) Run {
 		return l
 	}
 	p.EgressAllowlist, p.EgressDenials, p.CapDrop, p.SecretsInSandbox = list(), list(), list(), list()
+	p.SetupEgressAllowlist, p.SetupEgressDenials, p.EgressAllowNets = list(), list(), list()
 	r.Sandbox = p
 	return r
 }
@@ -287,6 +290,8 @@ func TestSchemaMatchesCaps(t *testing.T) {
 		{[]string{"briefText", "maxLength"}, BriefCap + MarkerMaxBytes},
 		{[]string{"reasonText", "maxLength"}, ReasonCap + MarkerMaxBytes},
 		{[]string{"tailText", "maxLength"}, TailCap + MarkerMaxBytes},
+		{[]string{"failuresText", "maxLength"}, FailuresCap + MarkerMaxBytes},
+		{[]string{"runKeys", "properties", "setup", "maxItems"}, SetupMax},
 		{[]string{"name", "maxLength"}, NameCap + MarkerMaxBytes},
 		{[]string{"receipts", "properties", "sample", "maxItems"}, SampleMax},
 		{[]string{"receipts", "properties", "by_tool", "maxProperties"}, ByToolMax},
@@ -426,6 +431,36 @@ func TestRequiredOnly(t *testing.T) {
 			}
 			if c, _ := m["changes"].(map[string]any); c == nil || c["risky_paths_omitted"].(float64) != 50 {
 				t.Errorf("changes = %v, want kept with all 50 risky paths counted as omitted", m["changes"])
+			}
+		})
+	}
+}
+
+// TestEncodeKeepsGitExecutable: the encoder's last steps, which empty the
+// risky paths and keep only required keys, still keep the changes to git's
+// executable configuration at the head of risky_paths and in
+// git_executable.
+func TestEncodeKeepsGitExecutable(t *testing.T) {
+	git := []string{".git/config", ".git/hooks/ (3 files changed)"}
+	d := Finish(Run{Check: "go test ./...", IterationsTaken: 1, Halt: HaltUnsafeChange,
+		Changes: &Changes{FilesChanged: 9, RiskyPaths: append(append([]string{}, git...), "a", "b", "c"), GitExecutable: git}}, nil)
+	for _, name := range []string{"changes.risky_paths", "required_only"} {
+		t.Run(name, func(t *testing.T) {
+			c := d
+			ch := *d.Changes
+			c.Changes = &ch
+			for _, e := range elisions {
+				if e.name == name {
+					e.apply(&c)
+				}
+			}
+			if !slices.Equal(c.Changes.RiskyPaths, git) || !slices.Equal(c.Changes.GitExecutable, git) ||
+				c.Changes.RiskyPathsOmitted != 3 {
+				t.Errorf("after %s: risky %q (%d omitted), git_executable %q; want %q kept", name,
+					c.Changes.RiskyPaths, c.Changes.RiskyPathsOmitted, c.Changes.GitExecutable, git)
+			}
+			if err := ValidateJSON(Encode(c)); err != nil {
+				t.Error(err)
 			}
 		})
 	}

@@ -2,22 +2,34 @@ package report
 
 import "time"
 
-// Event types (run-document.md, "Events").
+// Event types (docs/goalrun-1.md, "Events").
 const (
-	EventStarted        = "started"
-	EventSandboxReady   = "sandbox_ready"
-	EventCheckStarted   = "check_started"
-	EventCheckFinished  = "check_finished"
-	EventAgentStarted   = "agent_started"
-	EventModelServed    = "model_served"
-	EventInferenceRetry = "inference_retry"
-	EventText           = "text"
-	EventToolCalled     = "tool_called"
-	EventToolResult     = "tool_result"
-	EventToolFailed     = "tool_failed"
-	EventGoalEvaluated  = "goal_evaluated"
-	EventCompleted      = "completed" // terminal
-	EventFailed         = "failed"    // terminal
+	EventStarted       = "started"
+	EventSandboxReady  = "sandbox_ready"
+	EventCheckStarted  = "check_started"
+	EventCheckFinished = "check_finished"
+	EventAgentStarted  = "agent_started"
+	// EventAgentFinished ends an agent turn: data iteration, seconds,
+	// exit_code, status (the turn's result: success or failed).
+	EventAgentFinished = "agent_finished"
+	// EventPrepareStarted announces one-time work before it starts (data
+	// work: a Work* value); EventPrepareFinished ends it (work, seconds,
+	// and error when it failed). See TimeBook.
+	EventPrepareStarted  = "prepare_started"
+	EventPrepareFinished = "prepare_finished"
+	EventModelServed     = "model_served"
+	EventInferenceRetry  = "inference_retry"
+	EventText            = "text"
+	EventToolCalled      = "tool_called"
+	EventToolResult      = "tool_result"
+	EventToolFailed      = "tool_failed"
+	EventGoalEvaluated   = "goal_evaluated"
+	// EventOutputFailed says a file goalrun was asked to write (--output,
+	// --events) does not hold what it should: data "flag", "path",
+	// "error". It comes before the terminal event; the run exits 3.
+	EventOutputFailed = "output_failed"
+	EventCompleted    = "completed" // terminal
+	EventFailed       = "failed"    // terminal
 )
 
 // Event phases.

@@ -27,6 +27,9 @@ type Run struct {
 	// Passed says the goal was judged met; Grounded says goalrun's own check
 	// decided it (exit 0 in the sandbox).
 	Passed, Grounded bool
+	// TestedNothing says, for a grounded pass, that the check's output
+	// showed it ran no test (one sentence); the pass is then neutral.
+	TestedNothing string
 	// IterationsTaken is goal.iterations: the number of agent turns taken
 	// (0: the check already passed and the agent never ran).
 	IterationsTaken int
@@ -34,6 +37,10 @@ type Run struct {
 	// when the goal passed (or, for a failure, when no halt applies).
 	// HaltReason says why in one sentence.
 	Halt, HaltReason string
+
+	// Setup are the setup steps that ran before the first check (at most
+	// SetupMax are kept).
+	Setup []SetupStep
 
 	// Iterations are the loop's iterations in order (iteration 0 is the
 	// first check). Pass all of them, or what an IterationLog kept with its
@@ -87,8 +94,11 @@ type Run struct {
 	// Sandbox is the posture as the sandbox reported it (nil: no sandbox
 	// started; never invented).
 	Sandbox *sandbox.Posture
-	// Elapsed is the run's wall-clock time.
+	// Elapsed is the run's wall-clock time, from the moment goalrun began
+	// the run (before the sandbox started) to the document.
 	Elapsed time.Duration
+	// Timings splits Elapsed into buckets (nil: not measured).
+	Timings *Timings
 }
 
 // Finish builds the run's document and emits exactly one terminal event
@@ -100,13 +110,29 @@ type Run struct {
 // already known, never "summary".
 //
 // Every string is redacted with e's Redactor (before capping), repaired to
-// valid UTF-8 and capped; lists are bounded as run-document.md says, and
+// valid UTF-8 and capped; lists are bounded as README.md, "Limits", says, and
 // what a cap dropped is named in "elided". The conclusion is computed by
 // Conclusion. The terminal event ("completed" for the result shape, else
 // "failed") is built from the returned document, so the two cannot
 // disagree; a second Finish on the same Emitter emits nothing more.
 func Finish(run Run, e *Emitter) Document {
-	red := e.Redactor()
+	d := Build(run, e.Redactor())
+	e.terminal(d)
+	return d
+}
+
+// Build is Finish without the terminal event: the document of run,
+// redacted with red (nil: nothing). Emit the event with Emitter.Terminal once
+// the document is wherever it must be (goalrun writes --output first, so a
+// failure to write it can still be an event before the terminal one).
+func Build(run Run, red *Redactor) Document {
+	if run.Changes != nil && len(run.Changes.GitExecutable) > 0 && run.Passed {
+		// Fail closed: a pass over a tree that makes git run the agent's
+		// programs is no pass (the loop halts before the check; this holds
+		// for any producer).
+		run.Passed, run.Grounded = false, false
+		run.Halt, run.HaltReason = HaltUnsafeChange, UnsafeChangeReason(run.Changes.GitExecutable)
+	}
 	d := Document{Schema: Schema, Status: runStatus(run)}
 	halt := run.Halt
 	switch d.Status {
@@ -128,6 +154,9 @@ func Finish(run Run, e *Emitter) Document {
 	}
 	if halt != "" {
 		d.Goal.Halt = &halt
+	}
+	if d.Goal.Passed && d.Goal.Grounded {
+		d.Goal.TestedNothing = run.TestedNothing
 	}
 	d.Elided = []string{}
 
@@ -173,6 +202,9 @@ func Finish(run Run, e *Emitter) Document {
 		d.TurnsCompleted = ptr(max(run.TurnsCompleted, 0))
 	}
 
+	if len(run.Setup) > 0 {
+		d.Setup = append([]SetupStep(nil), run.Setup...)
+	}
 	// Iterations: the first IterHead and the last IterTail.
 	its, omitted := run.Iterations, max(run.IterationsOmitted, 0)
 	if n := len(its); n > IterHead+IterTail {
@@ -197,7 +229,7 @@ func Finish(run Run, e *Emitter) Document {
 		a := *run.Agent
 		d.Agent = &a
 	}
-	d.ModelUsed = run.ModelUsed
+	d.ModelUsed = ModelName{Name: run.ModelUsed, Unreported: run.ModelUsed == "" && run.IterationsTaken > 0}
 	if run.ModelsServed != nil || d.Status == StatusSuccess {
 		d.ModelsServed = append([]ModelServed{}, run.ModelsServed...)
 	}
@@ -231,19 +263,31 @@ func Finish(run Run, e *Emitter) Document {
 		d.Sandbox = &p
 	}
 	d.ElapsedSeconds = ptr(run.Elapsed.Seconds())
+	if run.Timings != nil {
+		t := *run.Timings
+		if t.Prepare != nil {
+			t.Prepare = make(map[string]float64, len(run.Timings.Prepare))
+			for k, v := range run.Timings.Prepare {
+				t.Prepare[k] = v
+			}
+		}
+		d.Timings = &t
+	}
 
 	normalize(&d, red)
 	d.Conclusion = Conclusion(d.Status, d.Goal, d.Changes, run.AllowTestEdits)
-	e.terminal(d)
 	return d
 }
 
 // Conclusion maps a document to its GitHub check-run conclusion
-// (run-document.md, "Field notes"): cancelled → "cancelled", auth_required
-// → "action_required", error → "failure"; for the result shape "success"
+// (docs/goalrun-1.md, "Reading the verdict"): cancelled → "cancelled", auth_required
+// → "action_required", error → "failure"; for the result shape "failure"
+// whenever the agent changed git's executable configuration
+// (changes.git_executable), else "success"
 // when the goal passed, grounded, and the agent did not modify the check (or
-// allowTestEdits), "neutral" when it passed otherwise (not grounded, or the
-// check was modified), "timed_out" when the time budget halted it, else
+// allowTestEdits) and the check tested something (goal.tested_nothing
+// empty), "neutral" when it passed otherwise (not grounded, the check
+// modified, or nothing tested), "timed_out" when the time budget halted it, else
 // "failure".
 func Conclusion(status string, g *Goal, c *Changes, allowTestEdits bool) string {
 	switch status {
@@ -260,7 +304,9 @@ func Conclusion(status string, g *Goal, c *Changes, allowTestEdits bool) string 
 	}
 	modified := c != nil && c.CheckModified && !allowTestEdits
 	switch {
-	case g.Passed && g.Grounded && !modified:
+	case c != nil && len(c.GitExecutable) > 0:
+		return ConclusionFailure // fails closed, passed or not
+	case g.Passed && g.Grounded && !modified && g.TestedNothing == "":
 		return ConclusionSuccess
 	case g.Passed:
 		return ConclusionNeutral
@@ -316,7 +362,13 @@ func StartupError(code, message string, suggestions ...string) Document {
 // e's Redactor, and the one terminal "failed" event emitted through e, for a
 // startup failure in a process that already streams events.
 func FailStartup(e *Emitter, code, message string, suggestions ...string) Document {
-	red := e.Redactor()
+	d := BuildStartup(e.Redactor(), code, message, suggestions...)
+	e.terminal(d)
+	return d
+}
+
+// BuildStartup is FailStartup without the terminal event (see Build).
+func BuildStartup(red *Redactor, code, message string, suggestions ...string) Document {
 	rs := make([]string, len(suggestions))
 	for i, s := range suggestions {
 		rs[i] = red.Redact(s)
@@ -324,9 +376,7 @@ func FailStartup(e *Emitter, code, message string, suggestions ...string) Docume
 	if suggestions == nil {
 		rs = nil
 	}
-	d := StartupError(code, red.Redact(message), rs...)
-	e.terminal(d)
-	return d
+	return StartupError(code, red.Redact(message), rs...)
 }
 
 // DefaultSuggestions returns plain-sentence suggestions for an error code
@@ -338,18 +388,20 @@ func DefaultSuggestions(code, reason string) []string {
 	case ErrBadInput:
 		return []string{"Correct the flag, input or configuration key named in the message and run again."}
 	case ErrAgentNotFound:
-		return []string{"Install the agent's CLI where the sandbox can run it, or name its executable with the agent-bin setting."}
+		return []string{"Install the agent's CLI where the sandbox can run it, or name its executable with --agent-bin (the agent-bin setting)."}
 	case ErrAgentFailed:
 		return []string{"Read the agent's own words in the message and the last iteration; if the model API was unavailable, run again later."}
 	case ErrSandboxUnavailable:
 		return []string{
 			"Start a Docker Engine that goalrun can reach (DOCKER_HOST or the default socket).",
-			"To run without a container on purpose, choose the local sandbox, or auto to fall back to it with a notice.",
+			"To run without a container on purpose, use --sandbox local (the sandbox setting), or --sandbox auto to fall back to it with a notice.",
 		}
 	case ErrSandboxFailed:
-		return []string{"The sandbox broke during the run; check the Docker Engine's health and the sandbox image, then run again."}
+		return []string{"The sandbox broke during the run; check the Docker Engine's health and the sandbox image (--image, the image setting), then run again."}
 	case ErrCheckNotRunnable:
-		return []string{"Make sure the check command exists in the sandbox and is executable; no agent turn was spent on it."}
+		return []string{"Make sure the check's command exists in the sandbox and is executable there (the check runs inside it, not on this machine); give the sandbox an image that has it with --image (the image setting). No agent turn was spent on it."}
+	case ErrEnvironmentFailed:
+		return []string{"Prepare what the check needs before the first check with the setup setting, allow its registry with the allow-host setting, or give the sandbox an image or mount that holds it; no agent turn was spent on it."}
 	case ErrAuthRequired:
 		switch reason {
 		case AuthMissingKey:
@@ -413,6 +465,11 @@ func copyPosture(p sandbox.Posture) sandbox.Posture {
 	p.EgressDenials = append([]string(nil), p.EgressDenials...)
 	p.CapDrop = append([]string{}, p.CapDrop...)
 	p.ExtraMounts = append([]string(nil), p.ExtraMounts...)
+	p.HostMounts = append([]string(nil), p.HostMounts...)
+	p.SetupEgressAllowlist = append([]string(nil), p.SetupEgressAllowlist...)
+	p.SetupEgressDenials = append([]string(nil), p.SetupEgressDenials...)
+	p.EgressAllowNets = append([]string(nil), p.EgressAllowNets...)
+	p.HostLeftOut = append([]string(nil), p.HostLeftOut...)
 	p.SecretsInSandbox = append([]string{}, p.SecretsInSandbox...)
 	if p.Mount != nil {
 		m := *p.Mount
@@ -435,4 +492,13 @@ func seconds(f float64) float64 {
 		return 1e12
 	}
 	return math.Round(f*1000) / 1000
+}
+
+// UnsafeChangeReason is the halt reason of HaltUnsafeChange for the changes
+// named in paths (changes.git_executable): git's executable configuration,
+// or goalrun's own configuration file.
+func UnsafeChangeReason(paths []string) string {
+	return fmt.Sprintf("The agent changed git's executable configuration or goalrun's configuration (%s): git or goalrun "+
+		"run in this tree on this machine would run programs the agent wrote, so the run fails closed whatever the check "+
+		"says. Restore these paths from a trusted copy (or delete a new repository) before running git or goalrun here.", strings.Join(paths, ", "))
 }

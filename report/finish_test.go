@@ -24,6 +24,7 @@ func TestFinishGolden(t *testing.T) {
 		{"failure-agent-failed", agentFailedRun(), StatusError, ConclusionFailure, EventFailed},
 		{"failure-auth-required", authRun(), StatusAuthRequired, ConclusionActionRequired, EventFailed},
 		{"failure-cancelled", cancelledRun(), StatusCancelled, ConclusionCancelled, EventFailed},
+		{"failure-environment", environmentRun(), StatusError, ConclusionFailure, EventFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
@@ -122,7 +123,7 @@ func TestFailStartupEmitsOneTerminal(t *testing.T) {
 	}
 }
 
-// TestConclusion is the conclusion table of run-document.md.
+// TestConclusion checks the conclusion rules of docs/goalrun-1.md.
 func TestConclusion(t *testing.T) {
 	halt := func(h string) *string { return &h }
 	for _, tc := range []struct {
@@ -246,7 +247,7 @@ func TestFinishCheckTail(t *testing.T) {
 // TestDefaultSuggestionsArePlainSentences: suggestions are read by programs
 // and other hosts, so they are sentences, never shell commands.
 func TestDefaultSuggestionsArePlainSentences(t *testing.T) {
-	codes := []string{ErrBadInput, ErrAgentFailed, ErrAgentNotFound, ErrSandboxUnavailable, ErrSandboxFailed, ErrCheckNotRunnable, ErrAuthRequired, ErrCancelled, ErrGitHubUnavailable}
+	codes := []string{ErrBadInput, ErrAgentFailed, ErrAgentNotFound, ErrSandboxUnavailable, ErrSandboxFailed, ErrCheckNotRunnable, ErrEnvironmentFailed, ErrAuthRequired, ErrCancelled, ErrGitHubUnavailable}
 	for _, code := range codes {
 		for _, reason := range []string{"", AuthInvalidKey, AuthExpired, AuthMissingKey} {
 			s := DefaultSuggestions(code, reason)

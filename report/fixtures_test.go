@@ -133,6 +133,7 @@ func dockerPosture() *sandbox.Posture {
 		Tier:             sandbox.TierWorkspaceWrite,
 		Root:             "/workspace",
 		Workspace:        sandbox.WorkspaceBind,
+		CheckView:        sandbox.CheckViewOverlay,
 		User:             "1000:1000",
 		ReadOnlyRootfs:   true,
 		CapDrop:          []string{"ALL"},
@@ -155,6 +156,7 @@ func localPosture() *sandbox.Posture {
 		Tier:             sandbox.TierLocal,
 		Root:             "/home/dev/calc",
 		Workspace:        sandbox.WorkspaceHost,
+		CheckView:        sandbox.CheckViewWorkspace,
 		User:             "1000:1000",
 		CapDrop:          []string{},
 		SecretsInSandbox: []string{"ANTHROPIC_API_KEY"},
@@ -249,6 +251,29 @@ func cancelledRun() Run {
 	r.Error, r.Message, r.Cause, r.CauseFields = "", "", "", map[string]any{"signal": "SIGTERM"}
 	r.Cancelled = true
 	r.Iterations[1].Agent = &AgentStep{Status: "failed", Cause: "interrupted", Turns: 1, Seconds: 3.2}
+	return r
+}
+
+// environmentRun is a run whose first check could not download a Go
+// module (real output of go test without network): no agent turn.
+func environmentRun() Run {
+	r := passedRun()
+	r.Passed, r.Grounded = false, false
+	r.IterationsTaken, r.Turns, r.TurnsCompleted = 0, 0, 0
+	r.Summary, r.Receipts, r.Changes, r.Usage, r.ModelsServed, r.ModelUsed = "", nil, nil, nil, nil, ""
+	out := "go: downloading github.com/google/uuid v1.6.0\n# example.com/uuidapp\n" +
+		"app.go:3:8: github.com/google/uuid@v1.6.0: Get \"https://proxy.golang.org/github.com/google/uuid/@v/v1.6.0.zip\": dial tcp: lookup proxy.golang.org on 10.255.255.53:53: dial udp 10.255.255.53:53: connect: network is unreachable\n" +
+		"FAIL\texample.com/uuidapp [setup failed]\nFAIL\n"
+	r.Iterations = []Iteration{{N: 0, Check: &CheckResult{ExitCode: 1, Seconds: 0.4, Tail: out,
+		Environment: "the check tried to download Go dependency github.com/google/uuid@v1.6.0 and could not (the check has no network)",
+		Failures:    "# example.com/uuidapp\napp.go:3:8: github.com/google/uuid@v1.6.0: Get \"https://proxy.golang.org/github.com/google/uuid/@v/v1.6.0.zip\": dial tcp: lookup proxy.golang.org on 10.255.255.53:53: dial udp 10.255.255.53:53: connect: network is unreachable\nFAIL\texample.com/uuidapp [setup failed]"}}}
+	r.Setup = []SetupStep{{Command: "go mod download", Detected: true, ExitCode: 1, Seconds: 0.3},
+		{Command: "go test -count=1 -exec true ./...", Detected: true, ExitCode: 1, Seconds: 0.5}}
+	r.Error = ErrEnvironmentFailed
+	r.Cause = "dependency_download"
+	r.Message = "The check \"go test ./...\" cannot pass in this environment: the check tried to download Go dependency github.com/google/uuid@v1.6.0 and could not (the check has no network). No agent turn was spent on it."
+	r.CauseFields = map[string]any{"iteration": 0, "ecosystem": "go", "missing": "github.com/google/uuid@v1.6.0", "exit_code": 1}
+	r.Suggestions = []string{"Prepare the dependencies before the first check with a --setup command (the setup setting)."}
 	return r
 }
 

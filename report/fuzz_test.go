@@ -181,6 +181,8 @@ func FuzzEncode(f *testing.F) {
 				p.SecretsInSandbox = append(p.SecretsInSandbox, small(i+2))
 				p.CapDrop = append(p.CapDrop, small(i+3))
 				p.ExtraMounts = append(p.ExtraMounts, small(i))
+				p.HostMounts = append(p.HostMounts, small(i+1))
+				p.HostLeftOut = append(p.HostLeftOut, small(i+2))
 			}
 			p.EgressDenied, p.PidsLimit = -items, int64(-tools)
 			run.Sandbox = p

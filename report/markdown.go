@@ -14,16 +14,21 @@ import (
 // MarkdownBytes bounds Markdown's output: 65535 bytes, the limit of a check
 // run's output.summary (GitHub Checks API; GitHub enforces it in bytes,
 // answering 422 "summary exceeds a maximum bytesize of 65535" — see
-// /work/shared/contracts/README.md). It also fits a PR comment body (65536
+// README.md, "Limits"). It also fits a PR comment body (65536
 // characters) and a job summary (1 MiB).
 const MarkdownBytes = 65535
 
 // MarkdownOptions select optional parts of the markdown rendering.
 type MarkdownOptions struct {
 	// Mermaid adds a mermaid chart of the iteration timings (agent and
-	// check seconds per iteration); GitHub renders it in job summaries,
-	// comments and check runs.
+	// check seconds per iteration) where it says something: at least two
+	// agent turns, and a step of a second or more (a shorter run would be a
+	// tall, empty frame). GitHub renders it in job summaries, comments and
+	// check runs.
 	Mermaid bool
+	// MaxBytes bounds the rendering (0 means MarkdownBytes), for callers
+	// that put more around it; sections are cut as under MarkdownBytes.
+	MaxBytes int
 }
 
 // Markdown renders d for a check run's output.summary, a PR comment or the
@@ -63,7 +68,11 @@ func MarkdownWith(d Document, o MarkdownOptions) string {
 
 	var b strings.Builder
 	b.WriteString(title)
-	budget := MarkdownBytes - len(title) - len(details) - 1
+	limit := MarkdownBytes
+	if o.MaxBytes > 0 && o.MaxBytes < limit {
+		limit = o.MaxBytes
+	}
+	budget := limit - len(title) - len(details) - 1
 	const cutNote = "\n_(section cut to fit the 65535-byte limit; the JSON document below has the details.)_\n"
 	for _, s := range sections {
 		if s == "" {
@@ -86,7 +95,7 @@ func MarkdownWith(d Document, o MarkdownOptions) string {
 	b.WriteString("\n")
 	b.WriteString(details)
 	out := b.String()
-	if len(out) > MarkdownBytes { // unreachable: budget accounting above
+	if len(out) > limit { // the document alone is over a caller's bound
 		out = title + "\n" + details
 	}
 	return out
@@ -129,6 +138,8 @@ func Headline(d Document) string {
 		// not: a bare "ungrounded" beside a failing check reads as if the
 		// failure itself were unverified.
 		switch {
+		case g.Passed && g.Grounded && g.TestedNothing != "":
+			parts = append(parts, "goal met", "grounded", "but the check tested nothing")
 		case g.Passed && g.Grounded:
 			parts = append(parts, "goal met", "grounded")
 		case g.Passed && g.Check == "":
@@ -139,6 +150,10 @@ func Headline(d Document) string {
 			parts = append(parts, "goal not met", "ungrounded (a judge's word)")
 		case d.Error == ErrCheckNotRunnable:
 			parts = append(parts, "goal not met", "ungrounded: the check could not run")
+		case g.Halt != nil && *g.Halt == HaltUnsafeChange:
+			parts = append(parts, "goal not met", "failed closed: git's executable configuration changed")
+		case d.Error == ErrEnvironmentFailed:
+			parts = append(parts, "goal not met", "ungrounded: the check's environment failed")
 		default:
 			parts = append(parts, "goal not met", "ungrounded: check failing")
 		}
@@ -258,8 +273,12 @@ func mdFacts(d Document) string {
 		}
 		parts = append(parts, s)
 	}
-	if d.ModelUsed != "" {
-		parts = append(parts, "model "+mdText(d.ModelUsed))
+	switch {
+	case d.ModelUsed.Name != "":
+		parts = append(parts, "model "+mdText(d.ModelUsed.Name))
+	case d.ModelUsed.Unreported && (d.Agent == nil || d.Agent.Name != "command"):
+		// a plain command (agent.CommandName) has no model to name
+		parts = append(parts, "model not reported by the agent")
 	}
 	for _, m := range d.ModelsServed {
 		if m.LocalLastResort {
@@ -268,7 +287,10 @@ func mdFacts(d Document) string {
 	}
 	if u := d.Usage; u != nil {
 		parts = append(parts, fmt.Sprintf("%d in / %d out tokens", u.InputTokens, u.OutputTokens))
-		if u.CostUSD > 0 {
+		switch {
+		case u.CostUnknown:
+			parts = append(parts, "cost not reported by the agent")
+		case u.CostUSD > 0:
 			parts = append(parts, fmt.Sprintf("$%.2f", u.CostUSD))
 		}
 	}
@@ -291,11 +313,22 @@ func mdFacts(d Document) string {
 // mdWarnings are the things a reviewer must not miss.
 func mdWarnings(d Document) string {
 	var b strings.Builder
+	if c := d.Changes; c != nil && len(c.GitExecutable) > 0 {
+		b.WriteString("> **❌ The agent changed git's executable configuration** (`git_executable`: " + mdText(strings.Join(c.GitExecutable, ", ")) +
+			"). Running git in this tree would run programs the agent wrote, so the run failed closed. Restore these paths from a trusted copy before running git there.\n\n")
+	}
 	if g := d.Goal; g != nil && g.Passed && !g.Grounded {
 		b.WriteString("> **⚠️ Ungrounded:** the goal was judged met without goalrun's own check passing in the sandbox; treat it as unverified.\n\n")
 	}
+	if g := d.Goal; g != nil && g.TestedNothing != "" {
+		b.WriteString("> **⚠️ Tested nothing** (`tested_nothing`): " + mdText(g.TestedNothing) + " A pass that tests nothing is not verified.\n\n")
+	}
 	if c := d.Changes; c != nil && c.CheckModified {
-		b.WriteString("> **⚠️ The agent modified the check's own files** (`check_modified`): a passing check may have been weakened. Review the risky paths below.\n\n")
+		b.WriteString("> **⚠️ The agent modified the check's own files** (`check_modified`): a passing check may have been weakened. Review the risky paths below.")
+		if c.CheckModifiedReason != "" {
+			b.WriteString(" First: " + mdText(c.CheckModifiedReason) + ".")
+		}
+		b.WriteString("\n\n")
 	}
 	if p := d.Sandbox; p != nil && p.FallbackNotice != nil {
 		b.WriteString("> **⚠️ No container:** " + mdText(*p.FallbackNotice) + "\n\n")
@@ -312,6 +345,27 @@ func mdIterations(d Document) string {
 		return ""
 	}
 	var b strings.Builder
+	if len(d.Setup) > 0 {
+		parts := make([]string, 0, len(d.Setup))
+		for _, st := range d.Setup {
+			p := "`" + mdCode(st.Command) + "`"
+			if st.Dir != "" {
+				p += " in `" + mdCode(st.Dir) + "`"
+			}
+			switch {
+			case st.Reused:
+				p += " (prepared by an earlier run)"
+			case st.Skipped:
+				p += " (skipped)"
+			case st.TimedOut:
+				p += " (timed out)"
+			default:
+				p += fmt.Sprintf(" (exit %d, %.1f s)", st.ExitCode, st.Seconds)
+			}
+			parts = append(parts, p)
+		}
+		b.WriteString("Setup before the first check: " + strings.Join(parts, " · ") + "\n\n")
+	}
 	b.WriteString("#### Iterations\n\n| # | agent | turns | agent s | check exit | check s |\n|---:|---|---:|---:|---:|---:|\n")
 	for i, it := range d.Iterations {
 		if i == IterHead && d.IterationsOmitted != nil && *d.IterationsOmitted > 0 {
@@ -342,16 +396,36 @@ func mdIterations(d Document) string {
 		}
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", it.N, agent, turns, asec, exit, csec)
 	}
-	if last := d.Iterations[len(d.Iterations)-1].Check; last != nil && last.Tail != "" && !last.Passed {
-		b.WriteString("\nLast check output (tail):\n\n")
-		b.WriteString(mdFence(last.Tail))
+	if last := d.Iterations[len(d.Iterations)-1].Check; last != nil && !last.Passed {
+		if last.Environment != "" {
+			b.WriteString("\nThe last check failed for its environment, not a test: " + mdText(last.Environment) + ".\n")
+		}
+		if last.Failures != "" {
+			b.WriteString("\nFailing tests in the last check:\n\n")
+			b.WriteString(mdFence(last.Failures))
+		}
+		if last.Tail != "" {
+			b.WriteString("\nLast check output (tail):\n\n")
+			b.WriteString(mdFence(last.Tail))
+		}
 	}
 	return b.String()
 }
 
-// mdMermaid is the chart of iteration timings.
+// mdMermaid is the chart of iteration timings, or "" where it would say
+// nothing: fewer than two agent turns, or no step of a second or more.
 func mdMermaid(d Document) string {
-	if len(d.Iterations) == 0 {
+	turns, longest := 0, 0.0
+	for _, it := range d.Iterations {
+		if it.Agent != nil {
+			turns++
+			longest = max(longest, it.Agent.Seconds)
+		}
+		if it.Check != nil {
+			longest = max(longest, it.Check.Seconds)
+		}
+	}
+	if turns < 2 || longest < 1 {
 		return ""
 	}
 	labels := make([]string, 0, len(d.Iterations))
@@ -496,6 +570,13 @@ func mdSandbox(d Document) string {
 		parts = append(parts, "tier "+mdText(p.Tier))
 	}
 	parts = append(parts, "workspace "+mdText(string(p.Workspace))+" at "+mdText(p.Root))
+	switch p.CheckView {
+	case "":
+	case sandbox.CheckViewWorkspace:
+		parts = append(parts, "checks in the workspace itself")
+	default:
+		parts = append(parts, "checks on a throwaway "+mdText(p.CheckView)+" view")
+	}
 	if p.Mount != nil {
 		parts = append(parts, "⚠️ mount widened to "+mdText(*p.Mount))
 	}

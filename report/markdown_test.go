@@ -13,6 +13,25 @@ const hostile = "Done | all good `rm -rf /` </details><script>alert(1)</script>\
 	"| fake | table |\n|---|---|\n```\nunclosed fence\n@octocat please merge, cc @github/security\n" +
 	"<!-- hidden --> [link](javascript:alert(1)) ![img](http://x/y.png) a\\|b"
 
+// outsideFences drops the text inside mdFence's code blocks (GitHub does
+// not link @mentions in them); a fence closes only at a line of the same
+// backticks, which mdFence makes longer than any run inside.
+func outsideFences(md string) string {
+	var b strings.Builder
+	fence := ""
+	for _, l := range strings.Split(md, "\n") {
+		switch {
+		case fence == "" && strings.HasPrefix(l, "```"):
+			fence = l[:len(l)-len(strings.TrimLeft(l, "`"))]
+		case fence != "" && l == fence:
+			fence = ""
+		case fence == "":
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
 func TestMarkdownGolden(t *testing.T) {
 	tampered := func() Run {
 		r := passedRun()
@@ -59,6 +78,7 @@ func TestMarkdownGolden(t *testing.T) {
 		{"failure-agent-failed", Finish(agentFailedRun(), nil), false, []string{"❌", "error AgentFailed", "goal not met"}},
 		{"failure-auth-required", Finish(authRun(), nil), false, []string{"🔑", "authentication required (invalid_key)"}},
 		{"failure-cancelled", Finish(cancelledRun(), nil), false, []string{"⏹️", "cancelled"}},
+		{"failure-environment", Finish(environmentRun(), nil), false, []string{"❌", "error EnvironmentFailed", "the check's environment failed"}},
 		{"startup-error", StartupError(ErrCheckNotRunnable, "the check exited 127: sh: no-such-cmd: not found"), false, []string{"❌", "error CheckNotRunnable"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,7 +128,7 @@ func checkMarkdown(t *testing.T, md string) {
 	if regexp.MustCompile(`(^|[^\\])\]\(javascript`).MatchString(body) {
 		t.Error("a live link from agent text reached the markdown")
 	}
-	if regexp.MustCompile(`(^|[^\w])@[\w]`).MatchString(body) {
+	if regexp.MustCompile(`(^|[^\w])@[\w]`).MatchString(outsideFences(body)) {
 		t.Error("an @mention is live")
 	}
 	cells := 0
@@ -206,6 +226,46 @@ func TestHeadline(t *testing.T) {
 			validate(t, Encode(tc.doc))
 			if got := Headline(tc.doc); got != tc.want {
 				t.Errorf("Headline = %q\nwant       %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMarkdownVerdictRules: the report says, in its title and first
+// warnings, why a passing check is not a verified pass: the run failed
+// closed for git's executable configuration, the check tested nothing, or
+// the agent changed the check (with the rule that fired).
+func TestMarkdownVerdictRules(t *testing.T) {
+	unsafe := Finish(Run{Check: "go test ./...", Passed: true, Grounded: true, IterationsTaken: 1,
+		Changes: &Changes{FilesChanged: 1, RiskyPaths: []string{".git/config"}, GitExecutable: []string{".git/config"}}}, nil)
+	empty := Finish(Run{Check: "go test ./...", Passed: true, Grounded: true, IterationsTaken: 1,
+		TestedNothing: "The check exited 0 but tested nothing: go test ran no test in any of its 2 packages."}, nil)
+	bent := Finish(Run{Check: "go test ./...", Passed: true, Grounded: true, IterationsTaken: 1,
+		Changes: &Changes{FilesChanged: 1, RiskyPaths: []string{"boot.go"}, CheckModified: true,
+			CheckModifiedReason: "boot.go: adds or changes init() (it runs before the tests)"}}, nil)
+	for _, c := range []struct {
+		name       string
+		doc        Document
+		conclusion string
+		want       []string
+	}{
+		{"unsafe change", unsafe, ConclusionFailure, []string{"failed closed: git's executable configuration changed",
+			"The agent changed git's executable configuration", "(`git_executable`: .git/config)"}},
+		{"tested nothing", empty, ConclusionNeutral, []string{"but the check tested nothing", "Tested nothing", "2 packages"}},
+		{"check modified", bent, ConclusionNeutral, []string{"check modified by the agent", "First: boot.go: adds or changes init()"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.doc.Conclusion != c.conclusion {
+				t.Errorf("conclusion %q, want %q", c.doc.Conclusion, c.conclusion)
+			}
+			md := Markdown(c.doc)
+			for _, w := range c.want {
+				if !strings.Contains(md, w) {
+					t.Errorf("markdown lacks %q:\n%s", w, md)
+				}
+			}
+			if err := ValidateJSON(Encode(c.doc)); err != nil {
+				t.Error(err)
 			}
 		})
 	}

@@ -67,11 +67,26 @@ func normalize(d *Document, red *Redactor) {
 		g.Check = line(g.Check, BriefCap)
 		g.Iterations = max(g.Iterations, 0)
 		g.HaltReason = line(g.HaltReason, ReasonCap)
+		g.TestedNothing = line(g.TestedNothing, ReasonCap)
 		if g.Halt != nil {
 			h := line(*g.Halt, NameCap)
 			g.Halt = &h
 		}
 		d.Goal = &g
+	}
+	if d.Setup != nil {
+		if n := len(d.Setup); n > SetupMax {
+			note("setup: %d of %d steps kept (cap)", SetupMax, n)
+			d.Setup = d.Setup[:SetupMax]
+		}
+		steps := make([]SetupStep, len(d.Setup))
+		for i, st := range d.Setup {
+			st.Command = line(st.Command, BriefCap)
+			st.Dir = line(st.Dir, NameCap)
+			st.Seconds = seconds(st.Seconds)
+			steps[i] = st
+		}
+		d.Setup = steps
 	}
 	if d.Iterations != nil {
 		its := make([]Iteration, len(d.Iterations))
@@ -96,6 +111,8 @@ func normalize(d *Document, red *Redactor) {
 				}
 				c.Tail = CapTail(c.Tail, total, TailCap)
 				c.OutputBytes = max(c.OutputBytes, 0)
+				c.Failures = Cap(red.Redact(c.Failures), FailuresCap)
+				c.Environment = line(c.Environment, ReasonCap)
 				it.Check = &c
 			}
 			its[i] = it
@@ -114,7 +131,7 @@ func normalize(d *Document, red *Redactor) {
 		}
 		d.Agent = &a
 	}
-	d.ModelUsed = line(d.ModelUsed, NameCap)
+	d.ModelUsed.Name = line(d.ModelUsed.Name, NameCap)
 	if d.ModelsServed != nil {
 		ms := make([]ModelServed, 0, min(len(d.ModelsServed), ModelsServedMax))
 		for _, m := range d.ModelsServed {
@@ -165,7 +182,12 @@ func normalize(d *Document, red *Redactor) {
 		c.Deletions = max(c.Deletions, 0)
 		c.PatchSHA256 = line(c.PatchSHA256, NameCap)
 		c.RelativeTo = line(c.RelativeTo, NameCap)
+		c.CheckModifiedReason = line(c.CheckModifiedReason, ReasonCap)
 		c.RiskyPathsOmitted = max(c.RiskyPathsOmitted, 0)
+		c.GitExecutable = boundList(c.GitExecutable, red, GitExecutableMax, func(n int) {
+			note("changes.git_executable: %d of %d kept (cap)", GitExecutableMax, n)
+		})
+		c.RiskyPaths = gitExecutableFirst(c.GitExecutable, c.RiskyPaths, red)
 		total := len(c.RiskyPaths) + c.RiskyPathsOmitted
 		c.RiskyPaths = boundList(c.RiskyPaths, red, RiskyPathsMax, func(n int) {
 			note("changes.risky_paths: %d of %d kept (cap)", RiskyPathsMax, total)
@@ -174,6 +196,12 @@ func normalize(d *Document, red *Redactor) {
 		if c.RiskyPaths == nil {
 			c.RiskyPaths = []string{}
 		}
+		c.PathsOmitted = max(c.PathsOmitted, 0)
+		paths := len(c.Paths) + c.PathsOmitted
+		c.Paths = boundList(c.Paths, red, ChangedPathsMax, func(int) {
+			note("changes.paths: %d of %d kept (cap)", ChangedPathsMax, paths)
+		})
+		c.PathsOmitted = paths - len(c.Paths)
 		d.Changes = &c
 	}
 	if d.Sandbox != nil {
@@ -182,6 +210,26 @@ func normalize(d *Document, red *Redactor) {
 	}
 	if d.ElapsedSeconds != nil {
 		d.ElapsedSeconds = ptr(seconds(*d.ElapsedSeconds))
+	}
+	if d.Timings != nil {
+		t := Timings{SandboxStart: seconds(d.Timings.SandboxStart), Checks: seconds(d.Timings.Checks),
+			AgentTurns: seconds(d.Timings.AgentTurns), Other: seconds(d.Timings.Other)}
+		if len(d.Timings.Prepare) > 0 {
+			keys := make([]string, 0, len(d.Timings.Prepare))
+			for k := range d.Timings.Prepare {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			t.Prepare = map[string]float64{}
+			for _, k := range keys {
+				if len(t.Prepare) == TimingsPrepareMax {
+					note("timings.prepare: %d of %d kinds kept (cap)", TimingsPrepareMax, len(keys))
+					break
+				}
+				t.Prepare[Cap(Fold(red.Redact(k)), NameCap)] += seconds(d.Timings.Prepare[k])
+			}
+		}
+		d.Timings = &t
 	}
 	if d.Elided != nil {
 		el := make([]string, 0, len(d.Elided))
@@ -201,7 +249,7 @@ const elidedMax = 32
 // normalizeReceipts caps a receipts block (see Rollup.Receipts for the
 // shape it guarantees).
 func normalizeReceipts(r Receipts, red *Redactor) *Receipts {
-	out := Receipts{Total: max(r.Total, 0), Failed: max(r.Failed, 0)}
+	out := Receipts{Total: max(r.Total, 0), Failed: max(r.Failed, 0), Unknown: max(r.Unknown, 0)}
 	counts := make(map[string]int, min(len(r.ByTool), ByToolMax))
 	other := 0
 	// Iterate in key order so which names survive is deterministic.
@@ -221,25 +269,31 @@ func normalizeReceipts(r Receipts, red *Redactor) *Receipts {
 	}
 	out.ByTool = foldByTool(counts, other, ByToolMax)
 	out.Sample = make([]Receipt, 0, min(len(r.Sample), SampleMax))
-	fails := 0
-	for pass := 0; pass < 2; pass++ { // failures first, then successes
+	fails, unknowns := 0, 0
+	for pass := 0; pass < 2; pass++ { // failures (and unknowns) first, then successes
 		for _, s := range r.Sample {
-			if s.OK != (pass == 1) || len(out.Sample) == SampleMax {
+			ok := s.OK && !s.Unknown
+			if ok != (pass == 1) || len(out.Sample) == SampleMax {
 				continue
 			}
-			if !s.OK {
+			switch {
+			case s.Unknown:
+				unknowns++
+			case !ok:
 				fails++
 			}
 			out.Sample = append(out.Sample, Receipt{
-				Tool:  toolName(red, s.Tool),
-				OK:    s.OK,
-				Brief: Brief(red, s.Brief),
-				Via:   Cap(Fold(red.Redact(s.Via)), NameCap),
+				Tool:    toolName(red, s.Tool),
+				OK:      ok,
+				Unknown: s.Unknown,
+				Brief:   Brief(red, s.Brief),
+				Via:     Cap(Fold(red.Redact(s.Via)), NameCap),
 			})
 		}
 	}
 	out.Total = max(out.Total, len(out.Sample))
-	out.Failed = min(max(out.Failed, fails), out.Total)
+	out.Unknown = min(max(out.Unknown, unknowns), out.Total)
+	out.Failed = min(max(out.Failed, fails), out.Total-out.Unknown)
 	out.SampleOmitted = out.Total - len(out.Sample)
 	return &out
 }
@@ -257,8 +311,22 @@ func normalizePosture(p sandbox.Posture, red *Redactor, note func(string, ...any
 	p.Workspace = sandbox.WorkspaceMode(line(string(p.Workspace)))
 	p.Seccomp = line(p.Seccomp)
 	p.Runtime = line(p.Runtime)
+	p.ModelGateway = line(p.ModelGateway)
+	p.EgressOutboundProxy = line(p.EgressOutboundProxy)
+	p.SetupDepsVolume = line(p.SetupDepsVolume)
 	p.EgressAllowed = max(p.EgressAllowed, 0)
 	p.EgressDenied = max(p.EgressDenied, 0)
+	p.SetupEgressAllowed = max(p.SetupEgressAllowed, 0)
+	p.SetupEgressDenied = max(p.SetupEgressDenied, 0)
+	p.SetupEgressAllowlist = boundList(p.SetupEgressAllowlist, red, ListMax, func(n int) {
+		note("sandbox.setup_egress_allowlist: %d of %d kept (cap)", ListMax, n)
+	})
+	p.SetupEgressDenials = boundList(p.SetupEgressDenials, red, sandbox.EgressDenialsKept, func(n int) {
+		note("sandbox.setup_egress_denials: %d of %d kept (cap)", sandbox.EgressDenialsKept, n)
+	})
+	p.EgressAllowNets = boundList(p.EgressAllowNets, red, ListMax, func(n int) {
+		note("sandbox.egress_allow_nets: %d of %d kept (cap)", ListMax, n)
+	})
 	p.PidsLimit = max(p.PidsLimit, 0)
 	p.MemoryBytes = max(p.MemoryBytes, 0)
 	p.NanoCPUs = max(p.NanoCPUs, 0)
@@ -284,6 +352,12 @@ func normalizePosture(p sandbox.Posture, red *Redactor, note func(string, ...any
 	}
 	p.ExtraMounts = boundList(p.ExtraMounts, red, ListMax, func(n int) {
 		note("sandbox.extra_mounts: %d of %d kept (cap)", ListMax, n)
+	})
+	p.HostMounts = boundList(p.HostMounts, red, ListMax, func(n int) {
+		note("sandbox.host_mounts: %d of %d kept (cap)", ListMax, n)
+	})
+	p.HostLeftOut = boundList(p.HostLeftOut, red, ListMax, func(n int) {
+		note("sandbox.host_left_out: %d of %d kept (cap)", ListMax, n)
 	})
 	p.SecretsInSandbox = boundList(p.SecretsInSandbox, red, ListMax, func(n int) {
 		note("sandbox.secrets_in_sandbox: %d of %d kept (cap)", ListMax, n)
@@ -387,4 +461,24 @@ func clampPtr(p *int) {
 	if p != nil && *p < 0 {
 		*p = 0
 	}
+}
+
+// gitExecutableFirst returns the risky paths with the changes to git's
+// executable configuration (already bounded and redacted) first, whether
+// or not the producer put them there, so the cap never cuts them.
+func gitExecutableFirst(git, risky []string, red *Redactor) []string {
+	if len(git) == 0 {
+		return risky
+	}
+	in := make(map[string]bool, len(git))
+	for _, g := range git {
+		in[g] = true
+	}
+	out := append(make([]string, 0, len(git)+len(risky)), git...)
+	for _, p := range risky {
+		if !in[Cap(Fold(red.Redact(p)), NameCap)] {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -11,9 +11,10 @@ import (
 const UnnamedTool = "(unnamed)"
 
 // Rollup rolls receipts (tool calls) up into the document's "receipts"
-// block, in memory that does not grow with the number of receipts: two
-// counters, at most ByToolMax named counts, and at most SampleMax failures
-// plus SampleMax successes (the first distinct ones seen: a call identical in
+// block, in memory that does not grow with the number of receipts: three
+// counters (total, failed, unknown), at most ByToolMax named counts, and at
+// most SampleMax receipts that are not ok (failed or unknown) plus
+// SampleMax successes (the first distinct ones seen: a call identical in
 // tool, brief and via to one already kept is not kept again) from which the
 // failure-first sample is drawn. Every string it keeps is redacted (see SetRedactor),
 // folded and capped when it is added, and copied, so it never holds on to a
@@ -22,14 +23,15 @@ const UnnamedTool = "(unnamed)"
 // A Rollup is safe for concurrent use. The zero value is not ready; use
 // NewRollup.
 type Rollup struct {
-	mu     sync.Mutex
-	red    *Redactor
-	total  int
-	failed int
-	byTool map[string]int // at most ByToolMax keys, OtherTool not among them
-	other  int
-	fails  []Receipt // the first SampleMax failures
-	oks    []Receipt // the first SampleMax successes
+	mu      sync.Mutex
+	red     *Redactor
+	total   int
+	failed  int
+	unknown int
+	byTool  map[string]int // at most ByToolMax keys, OtherTool not among them
+	other   int
+	fails   []Receipt // the first SampleMax failures
+	oks     []Receipt // the first SampleMax successes
 }
 
 // NewRollup returns an empty roll-up that does not redact; call SetRedactor
@@ -53,7 +55,11 @@ func (u *Rollup) Add(r Receipt) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.total++
-	if !r.OK {
+	switch {
+	case r.Unknown:
+		r.OK = false
+		u.unknown++
+	case !r.OK:
 		u.failed++
 	}
 	tool := toolName(u.red, r.Tool)
@@ -71,10 +77,11 @@ func (u *Rollup) Add(r Receipt) {
 	}
 	if len(*keep) < SampleMax {
 		rc := Receipt{
-			Tool:  tool,
-			OK:    r.OK,
-			Brief: Brief(u.red, r.Brief),
-			Via:   Cap(Fold(u.red.Redact(r.Via)), NameCap),
+			Tool:    tool,
+			OK:      r.OK,
+			Unknown: r.Unknown,
+			Brief:   Brief(u.red, r.Brief),
+			Via:     Cap(Fold(u.red.Redact(r.Via)), NameCap),
 		}
 		// The sample shows distinct calls: a repeat of one already kept
 		// says nothing by_tool does not.
@@ -104,7 +111,7 @@ func (u *Rollup) Total() int {
 func (u *Rollup) Receipts() *Receipts {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	out := &Receipts{Total: u.total, Failed: u.failed}
+	out := &Receipts{Total: u.total, Failed: u.failed, Unknown: u.unknown}
 	out.ByTool = foldByTool(u.byTool, u.other, ByToolMax)
 	out.Sample = make([]Receipt, 0, SampleMax)
 	out.Sample = append(out.Sample, u.fails...)

@@ -12,7 +12,8 @@ import (
 	"github.com/goalrun/goalrun/report"
 )
 
-// Limits of the Checks API (shared/contracts/README.md).
+// Limits of the Checks API (README.md, "Limits";
+// https://docs.github.com/en/rest/checks/runs).
 const (
 	// CheckSummaryBytes bounds output.summary and output.text: 65535 bytes
 	// of UTF-8 (GitHub Checks API; it answers 422 "summary exceeds a
@@ -37,7 +38,10 @@ type Renderer func(report.Document) string
 // Emit turns goal_evaluated events into title updates ("iteration 2/5:
 // check failing"), Publish completes it with the document's conclusion and
 // its markdown rendering, and Cancel completes it as cancelled if Publish
-// never ran (an interruption) — so it is not left in_progress.
+// never ran (an interruption) — so it is not left in_progress. A completion
+// GitHub refuses is retried with a minimal body, then replaced by a new
+// completed check run; only when all of that fails does the error wrap
+// ErrLeftInProgress (see complete).
 //
 // When Start fails (403 on a fork pull request or without "checks: write")
 // the sink is disabled: Emit, Publish and Cancel do nothing and Publish
@@ -59,21 +63,41 @@ type CheckRun struct {
 	Retry Retry
 	// Render renders the document (nil means report.Markdown).
 	Render Renderer
+	// ChangeNotOnCommit, when set, says the goal was met only with a change
+	// that is not on HeadSHA (the agent's, left in a workspace the runner
+	// discards or sent as a fix pull request): HeadSHA's own code failed
+	// the check. A success or neutral conclusion is then completed as
+	// action_required with this as the title, so a required check never
+	// passes that commit (GitHub lets success, neutral and skipped pass:
+	// https://docs.github.com/en/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches#require-status-checks-before-merging).
+	ChangeNotOnCommit string
 	// Now is the clock (nil means time.Now).
 	Now func() time.Time
+	// FallbackWait bounds each fallback step of a refused completion (see
+	// complete); 0 means 20 s. Shorter after an interruption.
+	FallbackWait time.Duration
 
-	mu        sync.Mutex
-	id        int64
-	appSlug   string
-	startErr  error
-	reported  bool
-	attempted bool // Publish tried to complete the run
-	completed bool
-	title     string
-	pending   chan struct{} // signals the updater that title changed
-	done      chan struct{} // closed when the updater exits
-	stop      context.CancelFunc
+	mu         sync.Mutex
+	replacedBy int64
+	id         int64
+	appSlug    string
+	startErr   error
+	reported   bool
+	attempted  bool // Publish tried to complete the run
+	completed  bool
+	title      string
+	pending    chan struct{} // signals the updater that title changed
+	done       chan struct{} // closed when the updater exits
+	quit       chan struct{} // closed to stop the updater after its update in flight
+	stop       context.CancelFunc
 }
+
+// liveUpdateWait bounds one live title update, its retries included: the
+// completion waits for an update in flight rather than cancel it (GitHub
+// may still apply a request whose client gave up, after the completion,
+// and so turn the run in_progress again), so a hung update delays it by at
+// most this long.
+const liveUpdateWait = 15 * time.Second
 
 var (
 	_ report.Sink = (*CheckRun)(nil)
@@ -163,7 +187,8 @@ func (c *CheckRun) Start(ctx context.Context) error {
 	c.done = make(chan struct{})
 	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stop = cancel
-	go c.updater(uctx)
+	c.quit = make(chan struct{})
+	go c.updater(uctx, c.quit)
 	return nil
 }
 
@@ -218,12 +243,12 @@ func intData(d map[string]any, key string) (int, bool) {
 }
 
 // updater sends title updates one at a time until stopped.
-func (c *CheckRun) updater(ctx context.Context) {
+func (c *CheckRun) updater(ctx context.Context, quit <-chan struct{}) {
 	defer close(c.done)
 	var sent string
 	for {
 		select {
-		case <-ctx.Done():
+		case <-quit:
 			return
 		case <-c.pending:
 		}
@@ -241,7 +266,8 @@ func (c *CheckRun) updater(ctx context.Context) {
 		if r.MaxWait <= 0 {
 			r.MaxWait = 10 * time.Second
 		}
-		_ = r.Do(ctx, func(ctx context.Context) error {
+		uctx, cancel := context.WithTimeout(ctx, liveUpdateWait)
+		_ = r.Do(uctx, func(ctx context.Context) error {
 			_, _, err := c.Client.Checks.UpdateCheckRun(ctx, c.Owner, c.Repo, id, gh.UpdateCheckRunOptions{
 				Name:   c.Name,
 				Status: gh.Ptr("in_progress"),
@@ -252,18 +278,31 @@ func (c *CheckRun) updater(ctx context.Context) {
 			})
 			return err
 		})
+		cancel()
 	}
 }
 
-// stopUpdater waits for an in-flight update so it cannot land after the
-// completion.
-func (c *CheckRun) stopUpdater() {
+// stopUpdater stops the updater and waits for its update in flight to be
+// answered, so no update can land after the completion. Only when ctx
+// ends first (the time left to publish ran out) is the update cancelled.
+func (c *CheckRun) stopUpdater(ctx context.Context) {
 	c.mu.Lock()
-	stop, done := c.stop, c.done
+	quit, stop, done := c.quit, c.stop, c.done
+	c.quit = nil
 	c.mu.Unlock()
+	if quit != nil {
+		close(quit)
+	}
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			stop()
+			<-done
+		}
+	}
 	if stop != nil {
 		stop()
-		<-done
 	}
 }
 
@@ -288,13 +327,17 @@ func (c *CheckRun) Publish(ctx context.Context, doc report.Document) error {
 	}
 	c.attempted = true
 	c.mu.Unlock()
-	c.stopUpdater()
+	c.stopUpdater(ctx)
 	conclusion := doc.Conclusion
 	if conclusion == "" {
 		conclusion = report.ConclusionFailure
 	}
+	title := report.Headline(doc)
+	if c.ChangeNotOnCommit != "" && (conclusion == report.ConclusionSuccess || conclusion == report.ConclusionNeutral) {
+		conclusion, title = report.ConclusionActionRequired, c.ChangeNotOnCommit
+	}
 	md := c.render(doc)
-	return c.complete(ctx, conclusion, report.Headline(doc), md)
+	return c.complete(ctx, conclusion, title, md)
 }
 
 // Cancel completes the check run as cancelled when it was started and
@@ -309,20 +352,43 @@ func (c *CheckRun) Cancel(ctx context.Context) error {
 		return nil
 	}
 	c.mu.Unlock()
-	c.stopUpdater()
+	c.stopUpdater(ctx)
 	return c.complete(ctx, report.ConclusionCancelled, "goalrun was cancelled",
 		"goalrun was interrupted (SIGINT/SIGTERM) before it could report; see the workflow log.")
 }
 
+// ErrLeftInProgress marks a completion error after which the check run is
+// still in_progress on GitHub: neither the full completion, nor the minimal
+// one, nor a new completed check run in its place was accepted. A required
+// check in that state blocks the merge until someone re-runs the job, so
+// the caller reports it as a failure, not a warning.
+var ErrLeftInProgress = errors.New("the check run is left in_progress")
+
+// fallbackWait bounds each fallback step of a completion (the minimal body,
+// the replacement check run) when CheckRun.FallbackWait is 0: its own
+// deadline, so a full completion that spent the publish budget on retries
+// still leaves the fallback its chance.
+const fallbackWait = 20 * time.Second
+
+// complete completes the check run with conclusion, title and summary. When
+// GitHub refuses that (a 422 on the body, 5xx or rate limits past the retry
+// budget) it retries once with a minimal body — status, conclusion,
+// completed_at and a short goalrun-written output — and when that fails too
+// it creates a new check run of the same name on the same commit, already
+// completed with the conclusion, which GitHub then shows (and required
+// checks read) in place of the stuck one. Every outcome but the first is an
+// error saying what happened; one wrapping ErrLeftInProgress when the run
+// could not be completed at all.
 func (c *CheckRun) complete(ctx context.Context, conclusion, title, summary string) error {
 	c.mu.Lock()
 	id := c.id
 	c.mu.Unlock()
+	now := &gh.Timestamp{Time: c.now().UTC()}
 	opts := gh.UpdateCheckRunOptions{
 		Name:        c.Name,
 		Status:      gh.Ptr("completed"),
 		Conclusion:  gh.Ptr(conclusion),
-		CompletedAt: &gh.Timestamp{Time: c.now().UTC()},
+		CompletedAt: now,
 		Output: &gh.CheckRunOutput{
 			Title:   gh.Ptr(fit(title, CheckTitleBytes)),
 			Summary: gh.Ptr(fit(summary, CheckSummaryBytes)),
@@ -332,11 +398,94 @@ func (c *CheckRun) complete(ctx context.Context, conclusion, title, summary stri
 		_, _, err := c.Client.Checks.UpdateCheckRun(ctx, c.Owner, c.Repo, id, opts)
 		return err
 	})
-	if err != nil {
-		return classify(err, "complete the check run", "checks: write")
+	if err == nil {
+		c.markCompleted()
+		return nil
 	}
+	full := classify(err, "complete the check run", "checks: write")
+
+	// A minimal body: nothing of the report that GitHub could refuse.
+	short := minimalOutput(conclusion, c.DetailsURL)
+	err = c.fallback(ctx, func(ctx context.Context) error {
+		_, _, err := c.Client.Checks.UpdateCheckRun(ctx, c.Owner, c.Repo, id, gh.UpdateCheckRunOptions{
+			Name: c.Name, Status: gh.Ptr("completed"), Conclusion: gh.Ptr(conclusion), CompletedAt: now,
+			Output: &gh.CheckRunOutput{Title: gh.Ptr(short.title), Summary: gh.Ptr(short.summary)},
+		})
+		return err
+	})
+	if err == nil {
+		c.markCompleted()
+		return fmt.Errorf("%w; it was completed (%s) with a short summary instead, the full report is in the job summary", full, conclusion)
+	}
+	minimal := classify(err, "complete it with a minimal body", "checks: write")
+
+	// A new completed check run of the same name replaces the stuck one.
+	var replacement *gh.CheckRun
+	err = c.fallback(ctx, func(ctx context.Context) error {
+		create := gh.CreateCheckRunOptions{
+			Name: c.Name, HeadSHA: c.HeadSHA, Status: gh.Ptr("completed"), Conclusion: gh.Ptr(conclusion),
+			CompletedAt: now,
+			Output: &gh.CheckRunOutput{Title: gh.Ptr(short.title),
+				Summary: gh.Ptr(short.summary + fmt.Sprintf(" It replaces check run %d, which GitHub refused to complete.", id))},
+		}
+		if c.DetailsURL != "" {
+			create.DetailsURL = gh.Ptr(c.DetailsURL)
+		}
+		var err error
+		replacement, _, err = c.Client.Checks.CreateCheckRun(ctx, c.Owner, c.Repo, create)
+		return err
+	})
+	if err == nil {
+		c.markCompleted()
+		c.mu.Lock()
+		c.replacedBy = replacement.GetID()
+		c.mu.Unlock()
+		return fmt.Errorf("%w; %v; a new check run %d of the same name was created completed (%s) in its place, the full report is in the job summary",
+			full, minimal, replacement.GetID(), conclusion)
+	}
+	return fmt.Errorf("%w: %v; %v; and a completed check run could not be created in its place: %v — re-run the job, or complete check run %d by hand",
+		ErrLeftInProgress, full, minimal, classify(err, "create a replacement", "checks: write"), id)
+}
+
+// fallback runs one fallback step with its own deadline (FallbackWait, else
+// fallbackWait) and a short retry budget.
+func (c *CheckRun) fallback(ctx context.Context, f func(ctx context.Context) error) error {
+	wait := c.FallbackWait
+	if wait <= 0 {
+		wait = fallbackWait
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
+	r := c.Retry
+	r.Attempts, r.MaxWait = 3, min(wait/2, 5*time.Second)
+	return r.Do(fctx, f)
+}
+
+func (c *CheckRun) markCompleted() {
 	c.mu.Lock()
 	c.completed = true
 	c.mu.Unlock()
-	return nil
+}
+
+// ReplacedBy returns the id of the completed check run created in place of
+// this one when GitHub refused every completion (0 when none was needed).
+func (c *CheckRun) ReplacedBy() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.replacedBy
+}
+
+type shortOutput struct{ title, summary string }
+
+// minimalOutput is the output of a fallback completion: goalrun's own
+// words only.
+func minimalOutput(conclusion, detailsURL string) shortOutput {
+	where := "the workflow run's job summary"
+	if detailsURL != "" {
+		where += " (" + detailsURL + ")"
+	}
+	return shortOutput{
+		title:   "goalrun: " + conclusion,
+		summary: "goalrun finished with conclusion " + conclusion + ". GitHub refused the full report on this check run; it is in " + where + ".",
+	}
 }

@@ -182,9 +182,9 @@ func waitHeader(r *http.Response, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// PermissionError is a 403 or 404 that means the token may not do what a
-// sink needs (fork pull requests get a read-only GITHUB_TOKEN; a workflow
-// without the permission in its permissions: block gets none).
+// PermissionError is a 403 (not a rate limit) that means the token may not
+// do what a sink needs (fork pull requests get a read-only GITHUB_TOKEN; a
+// workflow without the permission in its permissions: block gets none).
 type PermissionError struct {
 	// What is the sink's action, e.g. "create the check run".
 	What string
@@ -195,24 +195,99 @@ type PermissionError struct {
 }
 
 func (e *PermissionError) Error() string {
-	return fmt.Sprintf("could not %s: the token lacks the %q permission (add it to the workflow's permissions: block; pull requests from forks get a read-only token): %v",
-		e.What, e.Permission, e.Err)
+	return fmt.Sprintf("could not %s: the token lacks the %q permission (add it to the workflow's permissions: block; pull requests from forks get a read-only token): %s",
+		e.What, e.Permission, APIErrorText(e.Err))
 }
 
 func (e *PermissionError) Unwrap() error { return e.Err }
 
-// classify wraps a 403 (not a rate limit) or 404 as a PermissionError and
-// any other error with what was being done.
+// NotFoundError is a 404: what was asked for does not exist, or the token
+// may not see it (GitHub answers 404, not 403, for a private repository
+// the token cannot read). It is not called a missing permission.
+type NotFoundError struct {
+	// What is the sink's action, e.g. "read pull request #17".
+	What string
+	// Err is the API error.
+	Err error
+}
+
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("could not %s: GitHub answered 404 Not Found (it does not exist, or the token may not see it)", e.What)
+}
+
+func (e *NotFoundError) Unwrap() error { return e.Err }
+
+// classify wraps a 403 (not a rate limit) as a PermissionError, a 404 as a
+// NotFoundError, and any other error with what was being done, in plain
+// words (APIErrorText).
 func classify(err error, what, permission string) error {
 	if err == nil {
 		return nil
 	}
 	var er *gh.ErrorResponse
-	if errors.As(err, &er) && er.Response != nil && !rateLimited(er.Response) &&
-		(er.Response.StatusCode == http.StatusForbidden || er.Response.StatusCode == http.StatusNotFound) {
-		return &PermissionError{What: what, Permission: permission, Err: err}
+	if errors.As(err, &er) && er.Response != nil && !rateLimited(er.Response) {
+		switch er.Response.StatusCode {
+		case http.StatusForbidden:
+			return &PermissionError{What: what, Permission: permission, Err: err}
+		case http.StatusNotFound:
+			return &NotFoundError{What: what, Err: err}
+		}
 	}
-	return fmt.Errorf("could not %s: %w", what, err)
+	return &apiError{what: what, err: err}
+}
+
+// apiError is classify's error for anything else.
+type apiError struct {
+	what string
+	err  error
+}
+
+func (e *apiError) Error() string { return "could not " + e.what + ": " + APIErrorText(e.err) }
+func (e *apiError) Unwrap() error { return e.err }
+
+// APIErrorText says what GitHub answered, without the request's method and
+// API address (go-github puts both, and an empty "[]" for no error items,
+// into its errors): "GitHub answered 422 Validation Failed: …". Errors that
+// are not GitHub answers are returned as they are.
+func APIErrorText(err error) string {
+	var inner error
+	var text string
+	var er *gh.ErrorResponse
+	var ae *gh.AbuseRateLimitError
+	var rl *gh.RateLimitError
+	switch {
+	case errors.As(err, &ae):
+		inner, text = ae, "GitHub's secondary rate limit: "+ae.Message
+	case errors.As(err, &rl):
+		inner, text = rl, "GitHub's rate limit: "+rl.Message
+	case errors.As(err, &er) && er.Response != nil:
+		inner = er
+		text = fmt.Sprintf("GitHub answered %d %s", er.Response.StatusCode, http.StatusText(er.Response.StatusCode))
+		if m := strings.TrimSpace(er.Message); m != "" && !strings.EqualFold(m, http.StatusText(er.Response.StatusCode)) {
+			text += ": " + strings.Join(strings.Fields(m), " ")
+		}
+		var items []string
+		for _, e := range er.Errors {
+			item := e.Message
+			if item == "" {
+				item = strings.TrimSpace(strings.Join([]string{e.Resource, e.Field, e.Code}, " "))
+			}
+			if item != "" {
+				items = append(items, item)
+			}
+		}
+		if len(items) > 0 {
+			text += " (" + strings.Join(items, "; ") + ")"
+		}
+	default:
+		return err.Error()
+	}
+	// What was added around the answer (a retry budget) stays.
+	full, base := err.Error(), inner.Error()
+	if i := strings.Index(full, base); i >= 0 {
+		return full[:i] + text + full[i+len(base):]
+	}
+	return text
 }
 
 // IsPermission reports whether err is (or wraps) a PermissionError.

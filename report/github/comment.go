@@ -13,7 +13,7 @@ import (
 
 // CommentBodyBytes bounds a comment body goalrun sends: 65536. GitHub's
 // limit is 65536 characters (422 "Body is too long"; not in the OpenAPI
-// description, shared/contracts/README.md); capping by bytes is always
+// description; README.md, "Limits"); capping by bytes is always
 // within it.
 const CommentBodyBytes = 65536
 
@@ -48,12 +48,18 @@ type Comment struct {
 	Retry Retry
 	// Render renders the document (nil means report.Markdown).
 	Render Renderer
+	// ID, when set, is the comment Publish and Reply edit, whatever Mode
+	// is: the "working on it" comment a /goalrun trigger got, which becomes
+	// its report (one report per trigger). Say sets it.
+	ID int64
 	// URL is set after a successful Publish, Reply or Say to the comment's
 	// html_url.
 	URL string
 	// Warnings are problems that did not stop the comment, for the caller to
 	// show (e.g. the search for the sticky comment stopped at its page cap).
 	Warnings []string
+
+	created int64 // the id of the comment create made last
 }
 
 // DefaultAuthor is the login of comments written with a workflow's
@@ -107,6 +113,9 @@ func (c *Comment) Publish(ctx context.Context, doc report.Document) error {
 // Reply posts markdown as the report's comment, with the marker (sticky or
 // new per Mode).
 func (c *Comment) Reply(ctx context.Context, markdown string) error {
+	if c.ID != 0 {
+		return c.edit(ctx, c.ID, fit(markdown, CommentBodyBytes))
+	}
 	marker := Marker(c.Key)
 	body := fit(marker+"\n"+markdown, CommentBodyBytes)
 	if c.Mode == CommentSticky {
@@ -141,7 +150,26 @@ func (c *Comment) Reply(ctx context.Context, markdown string) error {
 // Mode is: a reply (the polite refusal of a `/goalrun` trigger) that no
 // later run edits and that never replaces the report's comment.
 func (c *Comment) Say(ctx context.Context, markdown string) error {
-	return c.create(ctx, fit(markdown, CommentBodyBytes))
+	if err := c.create(ctx, fit(markdown, CommentBodyBytes)); err != nil {
+		return err
+	}
+	c.ID = c.created
+	return nil
+}
+
+// edit replaces comment id's body.
+func (c *Comment) edit(ctx context.Context, id int64, body string) error {
+	var out *gh.IssueComment
+	err := c.Retry.Do(ctx, func(ctx context.Context) error {
+		var err error
+		out, _, err = c.Client.Issues.EditComment(ctx, c.Owner, c.Repo, id, &gh.IssueComment{Body: gh.Ptr(body)})
+		return err
+	})
+	if err != nil {
+		return classify(err, "update the pull request comment", "pull-requests: write")
+	}
+	c.URL = out.GetHTMLURL()
+	return nil
 }
 
 func (c *Comment) create(ctx context.Context, body string) error {
@@ -154,8 +182,26 @@ func (c *Comment) create(ctx context.Context, body string) error {
 	if err != nil {
 		return classify(err, "comment on the pull request", "pull-requests: write")
 	}
-	c.URL = out.GetHTMLURL()
+	c.URL, c.created = out.GetHTMLURL(), out.GetID()
 	return nil
+}
+
+// React adds a reaction ("eyes", "rocket", …) to the comment of a comment
+// event: an issue comment, or a pull request review comment.
+func React(ctx context.Context, client *gh.Client, ev *Event, content string, retry Retry) error {
+	if ev.Comment == nil || ev.Comment.ID == 0 {
+		return errors.New("no comment to react to")
+	}
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		var err error
+		if ev.Name == EventPullRequestReviewComment {
+			_, _, err = client.Reactions.CreatePullRequestCommentReaction(ctx, ev.Owner, ev.Repo, ev.Comment.ID, content)
+		} else {
+			_, _, err = client.Reactions.CreateIssueCommentReaction(ctx, ev.Owner, ev.Repo, ev.Comment.ID, content)
+		}
+		return err
+	})
+	return classify(err, "react to the comment", "pull-requests: write")
 }
 
 // maxCommentPages bounds the search for the sticky comment: 100 pages of

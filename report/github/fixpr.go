@@ -1,7 +1,6 @@
 package github
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -9,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -19,6 +17,7 @@ import (
 
 	gh "github.com/google/go-github/v75/github"
 
+	"github.com/goalrun/goalrun/internal/safefile"
 	"github.com/goalrun/goalrun/report"
 )
 
@@ -40,9 +39,11 @@ const workflowsDir = ".github/workflows/"
 
 // FixPR commits what the agent changed in the workspace to the branch
 // Branch and opens a pull request into BaseBranch whose body is the report,
-// or updates the open one from that branch. It acts only when the goal
-// passed, the verdict is grounded, the agent did not modify the check's own
-// files, and the workspace changed; otherwise it records why in Skipped.
+// or updates the open one from that branch. It acts only when the run
+// concluded success (the goal passed, grounded, the check tested something),
+// the agent did not modify the check's own files nor git's executable
+// configuration, and the workspace changed; otherwise it records why in
+// Skipped.
 //
 // It commits without running the host's git in the tree the agent wrote
 // (repository config, hooks and filters there could run programs): it
@@ -60,11 +61,32 @@ type FixPR struct {
 	Owner, Repo string
 	// Workspace is the repository root on disk (GITHUB_WORKSPACE).
 	Workspace string
-	// BaseSHA is the commit the workspace was checked out at (GITHUB_SHA);
-	// the fix commit's parent.
+	// BaseSHA is the fix commit's parent, whose tree the change is laid
+	// on: the commit the run started from (a pull request's head commit, the
+	// dispatched ref's commit).
 	BaseSHA string
-	// BaseBranch is the pull request's base branch.
+	// BaseBranch is the fix pull request's base branch: the branch the run
+	// started from (a pull request's head branch, the dispatched branch).
 	BaseBranch string
+	// CheckoutSHA is the commit the workspace held when the run started
+	// (its .git/HEAD), when that is not BaseSHA: a pull request's merge
+	// checkout, or a head that moved on after the checkout. The agent's
+	// version of each path is laid on BaseSHA only when CheckoutSHA's tree
+	// and BaseSHA's agree on that path, so the commit carries the agent's
+	// change and nothing the two commits differ by; otherwise nothing is
+	// pushed and Skipped names the paths. "" or BaseSHA: the workspace held
+	// BaseSHA.
+	CheckoutSHA string
+	// Fixes, when not 0, is the issue the fix is for: the body starts
+	// "Fixes #N", so merging it into the default branch closes the issue.
+	Fixes int
+	// Paths, when not nil, are the agent's changes (the change tracker's
+	// paths, relative to Workspace): only they are committed, each as the
+	// workspace now holds it, on BaseSHA's tree, so the commit carries the
+	// agent's change and nothing the checkout already differed by (a pull
+	// request author's own commits). nil commits every difference between
+	// the workspace and BaseSHA's tree (a workspace checked out at BaseSHA).
+	Paths []ChangedPath
 	// Branch is the fix branch, "<prefix>/<slug>".
 	Branch string
 	// Title is the pull request title and the commit message's first line.
@@ -84,12 +106,19 @@ type FixPR struct {
 	Created bool
 	// Skipped says why nothing was pushed ("" when something was).
 	Skipped string
+	// Pushed is true once Branch holds the fix commit (also when the pull
+	// request could then not be opened).
+	Pushed bool
 	// WorkflowChanges lists changed paths under .github/workflows/ that
 	// were left out.
 	WorkflowChanges []string
 	// Unreadable lists changed paths that were not committed (not regular
 	// files, or over FixMaxFileBytes), with the reason.
 	Unreadable []string
+	// Ignored lists the agent's new paths left out because the
+	// workspace's .gitignore files (or .git/info/exclude) ignore them, as
+	// git would: caches, build outputs, installed packages.
+	Ignored []string
 }
 
 var _ Publisher = (*FixPR)(nil)
@@ -132,6 +161,13 @@ func slugText(s string) string {
 	return out
 }
 
+// ChangedPath is one path the agent changed, relative to the workspace
+// root, with slashes; Deleted says it no longer exists.
+type ChangedPath struct {
+	Path    string
+	Deleted bool
+}
+
 // change is one path to commit: a new blob, or a deletion (content nil).
 type change struct {
 	path    string
@@ -143,6 +179,9 @@ type change struct {
 // Publish commits and opens or updates the pull request; see FixPR.
 func (p *FixPR) Publish(ctx context.Context, doc report.Document) error {
 	switch {
+	case doc.Changes != nil && len(doc.Changes.GitExecutable) > 0:
+		p.Skipped = "the agent changed git's executable configuration (" + strings.Join(doc.Changes.GitExecutable, ", ") + "); the run failed closed"
+		return nil
 	case doc.Goal == nil || !doc.Goal.Passed:
 		p.Skipped = "the goal was not met"
 		return nil
@@ -152,6 +191,9 @@ func (p *FixPR) Publish(ctx context.Context, doc report.Document) error {
 	case doc.Changes != nil && doc.Changes.CheckModified:
 		p.Skipped = "the agent changed the check's own files; a pass is suspect"
 		return nil
+	case doc.Conclusion != report.ConclusionSuccess:
+		p.Skipped = "the run did not conclude success (" + doc.Conclusion + "): only a verified pass is pushed"
+		return nil
 	case doc.Changes != nil && doc.Changes.FilesChanged == 0:
 		p.Skipped = "the workspace did not change"
 		return nil
@@ -160,16 +202,41 @@ func (p *FixPR) Publish(ctx context.Context, doc report.Document) error {
 	if err != nil {
 		return err
 	}
-	changes, err := p.diff(baseTree)
+	var changes []change
+	if p.Paths != nil {
+		changes, err = p.diffPaths(baseTree)
+	} else {
+		changes, err = p.diff(baseTree)
+	}
 	if err != nil {
 		return err
 	}
 	if len(changes) == 0 {
 		p.Skipped = "the workspace did not change"
-		if len(p.WorkflowChanges) > 0 {
+		switch {
+		case len(p.WorkflowChanges) > 0:
 			p.Skipped = "only files under .github/workflows/ changed, and those are never pushed"
+		case len(p.Ignored) > 0:
+			p.Skipped = fmt.Sprintf("the agent changed only files .gitignore ignores (%d, such as %s), which git would not commit either", len(p.Ignored), p.Ignored[0])
 		}
 		return nil
+	}
+	if p.CheckoutSHA != "" && p.CheckoutSHA != p.BaseSHA {
+		tested, err := p.treeOf(ctx, p.CheckoutSHA, "the commit the run tested, "+short(p.CheckoutSHA))
+		if err != nil {
+			return err
+		}
+		var differ []string
+		for _, c := range changes {
+			if !sameEntry(tested.entries[c.path], baseTree.entries[c.path]) {
+				differ = append(differ, c.path)
+			}
+		}
+		if len(differ) > 0 {
+			p.Skipped = fmt.Sprintf("the agent changed %s, which differs between the commit the run tested (%s) and %s's head (%s) where the fix would go: laying the agent's version there would also carry that difference, so nothing was pushed (check out that head itself, e.g. actions/checkout with ref: ${{ github.event.pull_request.head.sha }})",
+				listCap(differ, 5), short(p.CheckoutSHA), p.BaseBranch, short(p.BaseSHA))
+			return nil
+		}
 	}
 	if len(changes) > FixMaxFiles {
 		return fmt.Errorf("could not open the fix pull request: %d files changed, more than %d", len(changes), FixMaxFiles)
@@ -181,6 +248,7 @@ func (p *FixPR) Publish(ctx context.Context, doc report.Document) error {
 	if err := p.moveBranch(ctx, commit); err != nil {
 		return err
 	}
+	p.Pushed = true
 	return p.pull(ctx, doc)
 }
 
@@ -190,13 +258,18 @@ type tree struct {
 }
 
 func (p *FixPR) baseTree(ctx context.Context) (*tree, error) {
+	return p.treeOf(ctx, p.BaseSHA, "the base commit "+p.BaseSHA)
+}
+
+// treeOf lists commit sha's tree (what names it in errors).
+func (p *FixPR) treeOf(ctx context.Context, sha, what string) (*tree, error) {
 	var c *gh.Commit
 	if err := p.Retry.Do(ctx, func(ctx context.Context) error {
 		var err error
-		c, _, err = p.Client.Git.GetCommit(ctx, p.Owner, p.Repo, p.BaseSHA)
+		c, _, err = p.Client.Git.GetCommit(ctx, p.Owner, p.Repo, sha)
 		return err
 	}); err != nil {
-		return nil, classify(err, "read the base commit "+p.BaseSHA, "contents: read")
+		return nil, classify(err, "read "+what, "contents: read")
 	}
 	var t *gh.Tree
 	if err := p.Retry.Do(ctx, func(ctx context.Context) error {
@@ -218,6 +291,32 @@ func (p *FixPR) baseTree(ctx context.Context) (*tree, error) {
 	return out, nil
 }
 
+// sameEntry says two trees hold the same thing at a path (both nothing, or
+// the same object with the same mode).
+func sameEntry(a, b *gh.TreeEntry) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.GetSHA() == b.GetSHA() && a.GetMode() == b.GetMode()
+}
+
+// short is the first 12 hex digits of a commit.
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+// listCap joins the first n items with commas and counts the rest.
+func listCap(items []string, n int) string {
+	s := strings.Join(firstN(items, n), ", ")
+	if len(items) > n {
+		s += fmt.Sprintf(" and %d more", len(items)-n)
+	}
+	return s
+}
+
 // BlobSHA returns Git's object name for a blob with content b.
 func BlobSHA(b []byte) string {
 	h := sha1.New()
@@ -233,7 +332,7 @@ func (p *FixPR) diff(base *tree) ([]change, error) {
 		return nil, fmt.Errorf("could not open the workspace %s: %w", p.Workspace, err)
 	}
 	defer root.Close()
-	ignore := loadIgnore(root)
+	ignore := newIgnorer(root)
 	seen := map[string]bool{}
 	var changes []change
 	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
@@ -251,7 +350,7 @@ func (p *FixPR) diff(base *tree) ([]change, error) {
 		}
 		seen[name] = true
 		old, tracked := base.entries[name]
-		if !tracked && ignore.match(name) {
+		if !tracked && ignore.ignored(name) {
 			return nil
 		}
 		if !d.Type().IsRegular() {
@@ -270,7 +369,7 @@ func (p *FixPR) diff(base *tree) ([]change, error) {
 			p.Unreadable = append(p.Unreadable, fmt.Sprintf("%s (%d bytes, over %d)", name, info.Size(), FixMaxFileBytes))
 			return nil
 		}
-		content, err := readRegular(root, name, FixMaxFileBytes)
+		content, err := safefile.Read(root, name, FixMaxFileBytes)
 		if err != nil {
 			p.Unreadable = append(p.Unreadable, name+" ("+err.Error()+")")
 			return nil
@@ -306,30 +405,69 @@ func (p *FixPR) diff(base *tree) ([]change, error) {
 	return kept, nil
 }
 
-// readRegular reads name through root, refusing anything but a regular file
-// (checked on the opened file, so a swap after the walk is caught) and
-// anything over limit bytes.
-func readRegular(root *os.Root, name string, limit int64) ([]byte, error) {
-	f, err := root.Open(name)
+// diffPaths compares only the agent's changed paths (Paths) with base,
+// reading them through an os.Root as diff does.
+func (p *FixPR) diffPaths(base *tree) ([]change, error) {
+	root, err := os.OpenRoot(p.Workspace)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("could not open the workspace %s: %w", p.Workspace, err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+	defer root.Close()
+	ignore := newIgnorer(root)
+	var changes []change
+	for _, cp := range p.Paths {
+		name := path.Clean(cp.Path)
+		if name == "." || strings.HasPrefix(name, "../") || name == ".." || path.IsAbs(name) || name == ".git" || strings.HasPrefix(name, ".git/") {
+			continue // never git's own files, never outside the workspace
+		}
+		old, tracked := base.entries[name]
+		if !tracked && !cp.Deleted && ignore.ignored(name) {
+			// A build output, a cache, installed packages: what git
+			// would not commit either.
+			p.Ignored = append(p.Ignored, name)
+			continue
+		}
+		fi, err := root.Lstat(name)
+		if cp.Deleted || errors.Is(err, fs.ErrNotExist) {
+			if tracked && old.GetType() == "blob" {
+				changes = append(changes, change{path: name, mode: old.GetMode(), deleted: true})
+			}
+			continue
+		}
+		if err != nil {
+			p.Unreadable = append(p.Unreadable, name+" ("+err.Error()+")")
+			continue
+		}
+		if !fi.Mode().IsRegular() {
+			p.Unreadable = append(p.Unreadable, name+" (not a regular file)")
+			continue
+		}
+		content, err := safefile.Read(root, name, FixMaxFileBytes)
+		if err != nil {
+			p.Unreadable = append(p.Unreadable, name+" ("+err.Error()+")")
+			continue
+		}
+		mode := "100644"
+		if fi.Mode().Perm()&0o111 != 0 {
+			mode = "100755"
+		}
+		if tracked && old.GetSHA() == BlobSHA(content) && old.GetMode() == mode {
+			continue
+		}
+		changes = append(changes, change{path: name, mode: mode, content: content})
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
+	kept := changes[:0]
+	for _, c := range changes {
+		if strings.HasPrefix(c.path, workflowsDir) {
+			p.WorkflowChanges = append(p.WorkflowChanges, c.path)
+			continue
+		}
+		kept = append(kept, c)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("over %d bytes", limit)
-	}
-	return b, nil
+	sort.Slice(kept, func(i, j int) bool { return kept[i].path < kept[j].path })
+	sort.Strings(p.WorkflowChanges)
+	sort.Strings(p.Ignored)
+	return kept, nil
 }
 
 func (p *FixPR) commit(ctx context.Context, baseTree string, changes []change) (string, error) {
@@ -413,6 +551,9 @@ func (p *FixPR) body(doc report.Document) string {
 		md = p.Render
 	}
 	var b strings.Builder
+	if p.Fixes != 0 {
+		fmt.Fprintf(&b, "Fixes #%d.\n\n", p.Fixes)
+	}
 	b.WriteString("goalrun ran the agent until the check passed in its sandbox; this pull request carries the agent's changes. Review them like any other contribution.\n\n")
 	// The paths are the agent's choice: escaped like every other agent
 	// text (report.MarkdownText), never put raw into code spans or the quote.
@@ -424,8 +565,26 @@ func (p *FixPR) body(doc report.Document) string {
 	if len(p.Unreadable) > 0 {
 		b.WriteString("> [!NOTE]\n> Not committed: " + mdList(p.Unreadable) + ".\n\n")
 	}
+	if len(p.Ignored) > 0 {
+		b.WriteString(fmt.Sprintf("> [!NOTE]\n> Not committed, as git would not: %d new path(s) the repository's .gitignore ignores: ", len(p.Ignored)))
+		b.WriteString(mdList(firstN(p.Ignored, ignoredListed)))
+		if len(p.Ignored) > ignoredListed {
+			b.WriteString(fmt.Sprintf(" and %d more", len(p.Ignored)-ignoredListed))
+		}
+		b.WriteString(".\n\n")
+	}
 	b.WriteString(md(doc))
 	return fit(b.String(), PullBodyBytes)
+}
+
+// ignoredListed bounds the ignored paths named in the pull request body.
+const ignoredListed = 20
+
+func firstN(items []string, n int) []string {
+	if len(items) > n {
+		return items[:n]
+	}
+	return items
 }
 
 // mdList joins escaped items with commas.
@@ -452,9 +611,13 @@ func (p *FixPR) pull(ctx context.Context, doc report.Document) error {
 	var pr *gh.PullRequest
 	if len(open) > 0 {
 		n := open[0].GetNumber()
+		edit := &gh.PullRequest{Title: gh.Ptr(p.Title), Body: gh.Ptr(body)}
+		if open[0].GetBase().GetRef() != p.BaseBranch {
+			edit.Base = &gh.PullRequestBranch{Ref: gh.Ptr(p.BaseBranch)}
+		}
 		err := p.Retry.Do(ctx, func(ctx context.Context) error {
 			var err error
-			pr, _, err = p.Client.PullRequests.Edit(ctx, p.Owner, p.Repo, n, &gh.PullRequest{Title: gh.Ptr(p.Title), Body: gh.Ptr(body)})
+			pr, _, err = p.Client.PullRequests.Edit(ctx, p.Owner, p.Repo, n, edit)
 			return err
 		})
 		if err != nil {
@@ -469,6 +632,9 @@ func (p *FixPR) pull(ctx context.Context, doc report.Document) error {
 			return err
 		})
 		if err != nil {
+			if forbiddenSaying(err, actionsMayNotCreatePulls) {
+				return &PullsNotAllowedError{Branch: p.Branch, Base: p.BaseBranch, Err: err}
+			}
 			return classify(err, "open the fix pull request", "pull-requests: write")
 		}
 		p.Created = true
@@ -477,57 +643,35 @@ func (p *FixPR) pull(ctx context.Context, doc report.Document) error {
 	return nil
 }
 
-// ignoreRules is a small subset of .gitignore, read from the workspace
-// root's .gitignore only: blank lines and comments skipped, "!" negations
-// ignored (so more files stay ignored, never fewer), a trailing "/" matches
-// directories, a pattern with another "/" is anchored at the root, any other
-// pattern matches a path component; "**/" prefixes are dropped. It decides
-// only whether a file that the base commit does not track is left out.
-type ignoreRules []string
+// actionsMayNotCreatePulls is in GitHub's 403 message when the setting
+// "Allow GitHub Actions to create and approve pull requests" is off for the
+// repository or its organisation (new repositories have it off): a
+// GITHUB_TOKEN then cannot open a pull request, whatever its
+// pull-requests permission
+// (https://docs.github.com/en/repositories/managing-your-repositorys-settings-and-features/enabling-features-for-your-repository/managing-github-actions-settings-for-a-repository#preventing-github-actions-from-creating-or-approving-pull-requests).
+const actionsMayNotCreatePulls = "not permitted to create or approve pull requests"
 
-func loadIgnore(root *os.Root) ignoreRules {
-	b, err := readRegular(root, ".gitignore", 1<<20)
-	if err != nil {
-		return nil
-	}
-	var rules ignoreRules
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "!") {
-			continue
-		}
-		rules = append(rules, strings.TrimPrefix(line, "**/"))
-	}
-	return rules
+// PullsNotAllowedError is the fix pull request refused because the
+// repository does not let GitHub Actions' token create pull requests; the
+// fix is on Branch all the same.
+type PullsNotAllowedError struct {
+	Branch, Base string
+	Err          error
 }
 
-func (r ignoreRules) match(name string) bool {
-	parts := strings.Split(name, "/")
-	for _, pat := range r {
-		dirOnly := strings.HasSuffix(pat, "/")
-		pat = strings.TrimSuffix(pat, "/")
-		if strings.Contains(pat, "/") {
-			pat = strings.TrimPrefix(pat, "/")
-			// Anchored: match the path or one of its directory prefixes.
-			for i := 1; i <= len(parts); i++ {
-				if dirOnly && i == len(parts) {
-					break
-				}
-				if ok, _ := path.Match(pat, strings.Join(parts[:i], "/")); ok {
-					return true
-				}
-			}
-			continue
-		}
-		for i, part := range parts {
-			if dirOnly && i == len(parts)-1 {
-				break
-			}
-			if ok, _ := path.Match(pat, part); ok {
-				return true
-			}
-		}
-	}
-	return false
+func (e *PullsNotAllowedError) Error() string {
+	return fmt.Sprintf("could not open the fix pull request from %s into %s: this repository does not let GitHub Actions create pull requests (%s). "+
+		"Turn on \"Allow GitHub Actions to create and approve pull requests\" (Settings → Actions → General → Workflow permissions; an organisation's own setting can forbid it), "+
+		"or give github-token a GitHub App's installation token or a personal token with pull-requests: write. The fix is on the branch %s: open the pull request from it by hand",
+		e.Branch, e.Base, APIErrorText(e.Err), e.Branch)
+}
+
+func (e *PullsNotAllowedError) Unwrap() error { return e.Err }
+
+// forbiddenSaying says err is GitHub's 403 (not a rate limit) whose
+// message holds text.
+func forbiddenSaying(err error, text string) bool {
+	var er *gh.ErrorResponse
+	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusForbidden &&
+		!rateLimited(er.Response) && strings.Contains(er.Message, text)
 }

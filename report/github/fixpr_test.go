@@ -4,8 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -167,6 +171,10 @@ func TestFixPRSkips(t *testing.T) {
 	tampered.Changes.CheckModified = true
 	unchanged := passedDoc()
 	unchanged.Changes.FilesChanged = 0
+	hostCode := passedDoc() // even a document that still says success
+	hostCode.Changes.GitExecutable = []string{".git/config"}
+	neutral := passedDoc()
+	neutral.Conclusion = report.ConclusionNeutral
 	for _, tc := range []struct {
 		name   string
 		doc    report.Document
@@ -177,6 +185,9 @@ func TestFixPRSkips(t *testing.T) {
 		{"ungrounded", ungrounded, nil, "not grounded"},
 		{"check modified", tampered, nil, "check's own files"},
 		{"document says unchanged", unchanged, nil, "did not change"},
+		{"git's executable configuration changed", hostCode, func(ws string) { write(t, ws, "calc.go", "package calc\n") },
+			"git's executable configuration (.git/config)"},
+		{"not a verified pass", neutral, func(ws string) { write(t, ws, "calc.go", "package calc\n") }, "did not conclude success (neutral)"},
 		{"workspace identical", passedDoc(), func(string) {}, "did not change"},
 		{"only workflows changed", passedDoc(), func(ws string) { write(t, ws, ".github/workflows/new.yml", "on: push\n") }, "only files under .github/workflows/"},
 	} {
@@ -211,6 +222,44 @@ func TestFixPRForbidden(t *testing.T) {
 	err := newFixPR(s, ws, base).Publish(context.Background(), passedDoc())
 	if !IsPermission(err) || !strings.Contains(err.Error(), "contents: write") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestFixPRCreateForbidden: a 403 on opening the pull request after the
+// branch was pushed. GitHub's "not permitted to create or approve pull
+// requests" (the repository's Actions setting) is a PullsNotAllowedError
+// naming that setting, never a missing permission; any other 403 is a
+// PermissionError naming pull-requests: write. Either way Pushed says the
+// branch holds the fix.
+func TestFixPRCreateForbidden(t *testing.T) {
+	for _, tc := range []struct {
+		name, message string
+		notAllowed    bool
+	}{
+		{name: "the repository's Actions setting", message: "GitHub Actions is not permitted to create or approve pull requests.", notAllowed: true},
+		{name: "a token without the permission", message: "Resource not accessible by integration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := githubtest.NewServer(t, "octo-org/demo")
+			base := s.Seed("main", baseFiles, "base")
+			ws := checkout(t, baseFiles)
+			write(t, ws, "calc/sum.go", "fixed\n")
+			s.Fail("pulls/create", githubtest.Fault{Status: http.StatusForbidden, Message: tc.message})
+			p := newFixPR(s, ws, base)
+			err := p.Publish(context.Background(), passedDoc())
+			var na *PullsNotAllowedError
+			switch {
+			case tc.notAllowed && (!errors.As(err, &na) || IsPermission(err) ||
+				!strings.Contains(err.Error(), `"Allow GitHub Actions to create and approve pull requests"`) ||
+				!strings.Contains(err.Error(), "The fix is on the branch "+p.Branch)):
+				t.Errorf("err = %v", err)
+			case !tc.notAllowed && (!IsPermission(err) || !strings.Contains(err.Error(), "pull-requests: write")):
+				t.Errorf("err = %v", err)
+			}
+			if !p.Pushed || s.Ref("heads/"+p.Branch) == "" || p.URL != "" {
+				t.Errorf("pushed %v, branch %q, url %q", p.Pushed, s.Ref("heads/"+p.Branch), p.URL)
+			}
+		})
 	}
 }
 
@@ -264,21 +313,128 @@ func TestMarkerIsInjective(t *testing.T) {
 	}
 }
 
-func TestIgnoreRules(t *testing.T) {
-	r := ignoreRules{"/bin/", "*.log", "coverage/", "node_modules", "docs/*.tmp"}
-	for name, want := range map[string]bool{
-		"bin/demo":              true,
-		"cmd/bin/x":             false, // anchored
-		"a/b/test.log":          true,
-		"coverage/index.html":   true,
-		"coverage":              false, // dir-only rule, and this is a file
-		"web/node_modules/x.js": true,
-		"docs/a.tmp":            true,
-		"docs/sub/a.tmp":        false,
-		"calc/sum.go":           false,
+// TestIgnorer: untracked paths are ignored as git ignores them, by
+// go-git's gitignore patterns: the root's and every deeper .gitignore
+// (deeper and later win, "!" re-includes), .git/info/exclude, anchored and
+// folder-only patterns, "**", and a file inside an ignored folder stays
+// ignored whatever re-includes it. A .gitignore that is a link leading out
+// of the workspace is not read.
+func TestIgnorer(t *testing.T) {
+	ws := t.TempDir()
+	outside := t.TempDir()
+	write(t, outside, "evil", "*.go\n")
+	for p, content := range map[string]string{
+		".gitignore":        "# build output\n/bin/\n*.log\n!keep.log\ncoverage/\nnode_modules\ndocs/*.tmp\n**/gen/**/*.pb.go\n__pycache__/\n*.test\nbuild/\n!build/keep.txt\n",
+		"web/.gitignore":    "dist/\n!important.log\n",
+		".git/info/exclude": "local-notes.md\n",
 	} {
-		if got := r.match(name); got != want {
-			t.Errorf("match(%q) = %v, want %v", name, got, want)
+		write(t, ws, p, content)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "linked"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "evil"), filepath.Join(ws, "linked", ".gitignore")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	ig := newIgnorer(root)
+	for name, want := range map[string]bool{
+		"bin/demo":                         true,
+		"cmd/bin/x":                        false, // anchored at the root
+		"a/b/test.log":                     true,
+		"keep.log":                         false, // re-included
+		"coverage/index.html":              true,
+		"coverage":                         false, // folder-only rule, and this is a file
+		"web/node_modules/x.js":            true,
+		"docs/a.tmp":                       true,
+		"docs/sub/a.tmp":                   false,
+		"api/gen/v1/x.pb.go":               true,
+		"__pycache__/calc.cpython-312.pyc": true,
+		"pkg/__pycache__/x.pyc":            true,
+		"calc.test":                        true,
+		"build/keep.txt":                   true, // its folder is ignored: git cannot re-include it
+		"web/dist/app.js":                  true,
+		"web/important.log":                false, // re-included by the deeper file
+		"local-notes.md":                   true,  // .git/info/exclude
+		"linked/x.go":                      false, // the linked .gitignore outside is not read
+		"calc/sum.go":                      false,
+	} {
+		if got := ig.ignored(name); got != want {
+			t.Errorf("ignored(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// TestFixPRLeavesIgnoredOut: of the agent's changed paths, new ones the
+// repository's .gitignore ignores — the Python bytecode of a test run, a
+// test binary, a build output, installed packages by the thousand — are
+// not committed and are named in the body; a tracked file is committed
+// whatever .gitignore says (git does too); a change made only of ignored
+// files opens nothing.
+func TestFixPRLeavesIgnoredOut(t *testing.T) {
+	ctx := context.Background()
+	s := githubtest.NewServer(t, "octo-org/demo")
+	files := map[string]githubtest.File{}
+	for p, f := range baseFiles {
+		files[p] = f
+	}
+	files[".gitignore"] = githubtest.File{Content: []byte("__pycache__/\n*.test\n/bin/\nnode_modules/\n*.log\n")}
+	files["fixtures/tracked.log"] = githubtest.File{Content: []byte("old\n")}
+	base := s.Seed("main", files, "base")
+	ws := checkout(t, files)
+
+	paths := []ChangedPath{{Path: "calc/sum.go"}, {Path: "fixtures/tracked.log"}}
+	write(t, ws, "calc/sum.go", "package calc\n\nfunc Sum(a, b int) int { return a + b }\n")
+	write(t, ws, "fixtures/tracked.log", "new\n")
+	for _, junk := range []string{"__pycache__/calc.cpython-312.pyc", "calc.test", "bin/tool"} {
+		write(t, ws, junk, "junk")
+		paths = append(paths, ChangedPath{Path: junk})
+	}
+	for i := range FixMaxFiles + 10 { // npm install: more files than a fix may hold
+		p := fmt.Sprintf("node_modules/pkg%d/index.js", i)
+		write(t, ws, p, "module.exports = 1\n")
+		paths = append(paths, ChangedPath{Path: p})
+	}
+	p := newFixPR(s, ws, base)
+	p.Paths = paths
+	doc := passedDoc()
+	doc.Changes = &report.Changes{FilesChanged: len(paths)}
+	if err := p.Publish(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	tip := s.Ref("heads/" + p.Branch)
+	var changed []string
+	got := s.Files(tip)
+	for path, f := range got {
+		if b, ok := files[path]; !ok || string(b.Content) != string(f.Content) {
+			changed = append(changed, path)
+		}
+	}
+	sort.Strings(changed)
+	if strings.Join(changed, ",") != "calc/sum.go,fixtures/tracked.log" {
+		t.Errorf("the fix commit changes %v, want only calc/sum.go and the tracked fixtures/tracked.log", changed)
+	}
+	if len(p.Ignored) != 3+FixMaxFiles+10 {
+		t.Errorf("%d ignored paths recorded", len(p.Ignored))
+	}
+	body := s.Pulls()[0].Body
+	if !strings.Contains(body, fmt.Sprintf("%d new path(s) the repository's .gitignore ignores", len(p.Ignored))) ||
+		!strings.Contains(body, "calc.test") || !strings.Contains(body, "and 993 more") {
+		t.Errorf("the body does not say what was left out:\n%s", body[:min(len(body), 2000)])
+	}
+
+	// Only ignored files changed: nothing to push.
+	only := newFixPR(s, ws, base)
+	only.Branch = "goalrun/only-junk"
+	only.Paths = []ChangedPath{{Path: "calc.test"}, {Path: "__pycache__/calc.cpython-312.pyc"}}
+	if err := only.Publish(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(only.Skipped, "only files .gitignore ignores (2, such as __pycache__/calc.cpython-312.pyc)") || s.Ref("heads/goalrun/only-junk") != "" {
+		t.Errorf("skipped %q", only.Skipped)
 	}
 }

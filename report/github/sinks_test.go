@@ -383,18 +383,46 @@ func TestOutputsCannotBeInjected(t *testing.T) {
 	}
 }
 
+// TestOutputValues: each output's meaning as action.yml states it, for a
+// verified pass, a pass on a modified check, a goal not met, a startup
+// error (no run started: every verdict output empty) and a check that could
+// not run (a run started: iterations "0").
 func TestOutputValues(t *testing.T) {
-	v := OutputValues(passedDoc(), "/d.json", "https://pr")
-	want := map[string]string{"status": "success", "conclusion": "success", "passed": "true", "grounded": "true",
-		"iterations": "2", "halt": "", "session-id": "sess-1", "cost-usd": "0.41", "document": "/d.json", "pr-url": "https://pr"}
-	for k, w := range want {
-		if v[k] != w {
-			t.Errorf("%s = %q, want %q", k, v[k], w)
-		}
-	}
-	startup := OutputValues(report.Document{Schema: report.Schema, Status: report.StatusError, Conclusion: report.ConclusionFailure, Error: report.ErrBadInput}, "", "")
-	if startup["passed"] != "false" || startup["iterations"] != "" || len(startup) != len(Outputs) {
-		t.Errorf("startup error outputs = %v", startup)
+	modified := passedDoc()
+	modified.Conclusion = report.ConclusionNeutral
+	modified.Changes = &report.Changes{FilesChanged: 2, CheckModified: true, RiskyPaths: []string{"calc_test.go"}}
+	notMet := failedDoc()
+	notMet.Changes = &report.Changes{FilesChanged: 1}
+	notRunnable := report.Document{Schema: report.Schema, Status: report.StatusError, Conclusion: report.ConclusionFailure,
+		Error: report.ErrCheckNotRunnable, Goal: &report.Goal{Check: "make test"}}
+	startup := report.Document{Schema: report.Schema, Status: report.StatusError, Conclusion: report.ConclusionFailure, Error: report.ErrBadInput}
+	for _, tc := range []struct {
+		name string
+		doc  report.Document
+		want map[string]string
+	}{
+		{"verified pass", passedDoc(), map[string]string{"verified": "true", "status": "success", "conclusion": "success", "passed": "true",
+			"grounded": "true", "check-modified": "false", "files-changed": "1", "iterations": "2", "halt": "", "session-id": "sess-1",
+			"cost-usd": "0.41", "document": "/d.json", "pr-url": "https://pr"}},
+		{"pass on a modified check", modified, map[string]string{"verified": "false", "conclusion": "neutral", "passed": "true",
+			"grounded": "true", "check-modified": "true", "files-changed": "2"}},
+		{"goal not met", notMet, map[string]string{"verified": "false", "status": "success", "conclusion": "failure", "passed": "false",
+			"check-modified": "false", "files-changed": "1", "halt": "max_iterations"}},
+		{"check not runnable", notRunnable, map[string]string{"verified": "false", "status": "error", "passed": "false", "iterations": "0"}},
+		{"no run started", startup, map[string]string{"verified": "", "status": "error", "conclusion": "failure", "passed": "",
+			"grounded": "", "check-modified": "", "files-changed": "", "iterations": "", "halt": ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := OutputValues(tc.doc, "/d.json", "https://pr")
+			if len(v) != len(Outputs) {
+				t.Errorf("%d outputs, want %d", len(v), len(Outputs))
+			}
+			for k, w := range tc.want {
+				if v[k] != w {
+					t.Errorf("%s = %q, want %q", k, v[k], w)
+				}
+			}
+		})
 	}
 }
 

@@ -30,6 +30,10 @@ type StepSummary struct {
 	// "the check run could not be created: …"), escaped as plain text:
 	// they may quote names the agent chose.
 	Notes []string
+	// Notices are shown above the report as GitHub "[!NOTE]" alerts (for
+	// example why goalrun made no check run on a fork's pull request),
+	// escaped like Notes.
+	Notices []string
 }
 
 var _ Publisher = (*StepSummary)(nil)
@@ -45,6 +49,9 @@ func (s *StepSummary) Publish(ctx context.Context, doc report.Document) error {
 		md = s.Render
 	}
 	var b strings.Builder
+	for _, n := range s.Notices {
+		fmt.Fprintf(&b, "> [!NOTE]\n> %s\n\n", report.MarkdownText(n))
+	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(&b, "> [!WARNING]\n> %s\n\n", report.MarkdownText(n))
 	}

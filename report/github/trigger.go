@@ -1,8 +1,12 @@
 package github
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
+
+	gh "github.com/google/go-github/v75/github"
 )
 
 // DefaultTriggerPhrase starts a goalrun comment command.
@@ -11,15 +15,50 @@ const DefaultTriggerPhrase = "/goalrun"
 // Trigger decides whether a comment event starts a run: the comment must
 // have been created (not edited or deleted), hold the trigger phrase at the
 // start of a line a reader sees (not inside a quote, a code block or an HTML
-// comment; see findPhrase), and come from an author with write
-// access — OWNER, MEMBER or COLLABORATOR by author_association — or from a
-// bot listed in AllowedBots.
+// comment; see findPhrase), and come from a person with write access to
+// the repository — the write, maintain or admin role by the collaborator
+// permission API (Permission) — or from a bot listed in AllowedBots.
+// author_association (OWNER, MEMBER, COLLABORATOR) decides only when the
+// permission API cannot be asked or refuses: it is not a permission (a
+// private organisation's members arrive as CONTRIBUTOR).
 type Trigger struct {
 	// Phrase is the trigger phrase ("" means DefaultTriggerPhrase).
 	Phrase string
 	// AllowedBots are bot logins allowed to trigger runs, with or without
 	// the "[bot]" suffix ("dependabot", "renovate[bot]").
 	AllowedBots []string
+	// Permission returns a login's role on the repository ("admin",
+	// "maintain", "write", "triage", "read", "none"; see
+	// CollaboratorPermission); nil, or an error, falls back to
+	// author_association.
+	Permission func(login string) (string, error)
+}
+
+// writeRoles are the repository roles that may start a run.
+var writeRoles = map[string]bool{"admin": true, "maintain": true, "write": true}
+
+// CollaboratorPermission asks GitHub's collaborator permission API
+// (GET /repos/{owner}/{repo}/collaborators/{username}/permission) for
+// login's role on the repository: role_name ("admin", "maintain", "write",
+// "triage", "read"), else the legacy permission level. Any failure — the
+// token may not ask, the user is unknown — is an error.
+func CollaboratorPermission(ctx context.Context, client *gh.Client, owner, repo, login string, retry Retry) (string, error) {
+	var lvl *gh.RepositoryPermissionLevel
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		var err error
+		lvl, _, err = client.Repositories.GetPermissionLevel(ctx, owner, repo, login)
+		return err
+	})
+	if err != nil {
+		return "", classify(err, "read @"+login+"'s permission on "+owner+"/"+repo, "metadata: read")
+	}
+	if r := strings.ToLower(lvl.GetRoleName()); r != "" {
+		return r, nil
+	}
+	if p := strings.ToLower(lvl.GetPermission()); p != "" {
+		return p, nil
+	}
+	return "", errors.New("the collaborator permission API named no role for @" + login)
 }
 
 // Decision is what a comment event asks for.
@@ -33,6 +72,13 @@ type Decision struct {
 	Prompt string
 	// Reason explains a refusal or a skip, in plain words.
 	Reason string
+	// Via says how the author's right was decided: "collaborator
+	// permission write", "allowed-bots", or "author association MEMBER"
+	// when the permission API could not answer.
+	Via string
+	// Fallback is why the permission API could not decide ("" when it did
+	// or was not asked); the caller warns with it.
+	Fallback string
 }
 
 // writeAssociations are the author associations that imply write access.
@@ -56,17 +102,35 @@ func (t Trigger) Decide(ev *Event) Decision {
 		return Decision{Reason: fmt.Sprintf("the comment does not start a line with %q", phrase)}
 	}
 	d := Decision{Triggered: true, Prompt: prompt}
-	switch {
-	case c.UserType == "Bot":
+	if c.UserType == "Bot" {
+		d.Via = "allowed-bots"
 		if t.botAllowed(c.Login) {
 			d.Allowed = true
 		} else {
 			d.Reason = fmt.Sprintf("@%s is a bot that is not listed in allowed-bots", c.Login)
 		}
-	case writeAssociations[c.AuthorAssociation]:
+		return d
+	}
+	if t.Permission != nil {
+		role, err := t.Permission(c.Login)
+		if err == nil {
+			d.Via = "collaborator permission " + role
+			if writeRoles[role] {
+				d.Allowed = true
+			} else {
+				d.Reason = fmt.Sprintf("@%s has the %s role on this repository; only people with write, maintain or admin access can start goalrun", c.Login, role)
+			}
+			return d
+		}
+		d.Fallback = err.Error()
+	} else {
+		d.Fallback = "no token to ask the collaborator permission API with"
+	}
+	d.Via = "author association " + orNone(c.AuthorAssociation)
+	if writeAssociations[c.AuthorAssociation] {
 		d.Allowed = true
-	default:
-		d.Reason = fmt.Sprintf("@%s does not have write access to this repository (author association %s); only owners, members and collaborators can start goalrun",
+	} else {
+		d.Reason = fmt.Sprintf("@%s does not have write access to this repository as far as goalrun can tell (author association %s; the collaborator permission API could not be asked); only people with write, maintain or admin access can start goalrun",
 			c.Login, strings.ToLower(orNone(c.AuthorAssociation)))
 	}
 	return d

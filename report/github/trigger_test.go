@@ -1,8 +1,11 @@
 package github
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/goalrun/goalrun/report/github/githubtest"
 )
 
 func TestTriggerDecide(t *testing.T) {
@@ -73,5 +76,54 @@ func TestTriggerDecide(t *testing.T) {
 	msg := RefusalMessage(Decision{Reason: "@jane does not have write access"}, "jane")
 	if !strings.Contains(msg, "@jane") || !strings.Contains(msg, "did not start") {
 		t.Errorf("refusal = %q", msg)
+	}
+}
+
+// TestTriggerPermission: the collaborator permission API decides who may
+// start a run (write, maintain, admin), whatever author_association says —
+// a private organisation's member arrives as CONTRIBUTOR; only when the API
+// refuses does author_association decide, and the decision says so.
+func TestTriggerPermission(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, role, assoc string
+		refuse            bool
+		allowed           bool
+		via, reason       string
+	}{
+		{name: "write, arriving as CONTRIBUTOR", role: "write", assoc: "CONTRIBUTOR", allowed: true, via: "collaborator permission write"},
+		{name: "maintain", role: "maintain", assoc: "MEMBER", allowed: true, via: "collaborator permission maintain"},
+		{name: "admin", role: "admin", assoc: "OWNER", allowed: true, via: "collaborator permission admin"},
+		{name: "triage", role: "triage", assoc: "MEMBER", via: "collaborator permission triage", reason: "has the triage role"},
+		{name: "read, arriving as MEMBER", role: "read", assoc: "MEMBER", via: "collaborator permission read", reason: "has the read role"},
+		{name: "API refused: MEMBER by association", refuse: true, assoc: "MEMBER", allowed: true, via: "author association MEMBER"},
+		{name: "API refused: CONTRIBUTOR by association", refuse: true, assoc: "CONTRIBUTOR", via: "author association CONTRIBUTOR", reason: "could not be asked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newFake(t)
+			if tc.role != "" {
+				s.SetPermission("octocat", tc.role)
+			}
+			if tc.refuse {
+				s.Fail("repos/get-collaborator-permission-level", githubtest.Forbidden())
+			}
+			client := s.Client("t")
+			trig := Trigger{Permission: func(login string) (string, error) {
+				return CollaboratorPermission(ctx, client, "octo-org", "demo", login, noWait)
+			}}
+			d := trig.Decide(&Event{Action: "created", Comment: &CommentInfo{Body: "/goalrun fix it", Login: "octocat", UserType: "User", AuthorAssociation: tc.assoc}})
+			if !d.Triggered || d.Allowed != tc.allowed || d.Via != tc.via || !strings.Contains(d.Reason, tc.reason) {
+				t.Errorf("decision %+v; want allowed %v via %q reason ~%q", d, tc.allowed, tc.via, tc.reason)
+			}
+			if tc.refuse != (d.Fallback != "") {
+				t.Errorf("fallback %q, want one only when the API refused", d.Fallback)
+			}
+			if tc.refuse && (!strings.Contains(d.Fallback, "403") || strings.Contains(d.Fallback, "http")) {
+				t.Errorf("fallback %q: want GitHub's answer in plain words, no API address", d.Fallback)
+			}
+			if n := len(s.RequestsFor("repos/get-collaborator-permission-level")); n != 1 {
+				t.Errorf("%d permission requests, want 1", n)
+			}
+		})
 	}
 }

@@ -105,13 +105,22 @@ func randomToken() string {
 
 // Outputs are the action's outputs (action.yml), in the order declared.
 var Outputs = []string{
-	"status", "conclusion", "passed", "grounded", "iterations", "halt",
-	"session-id", "cost-usd", "document", "pr-url",
+	"verified", "conclusion", "passed", "grounded", "check-modified", "files-changed",
+	"iterations", "halt", "status", "session-id", "cost-usd", "document", "pr-url",
 }
 
 // OutputValues returns the action's outputs for doc: documentPath is the
 // document file, prURL the fix pull request ("" when none). Every name in
-// Outputs is present; a value that does not apply is "".
+// Outputs is present. A value that does not apply is "", and so is every
+// verdict output when no run started (a startup error: doc has no goal),
+// so a workflow never reads "false" for "nothing was tried":
+//
+//   - verified is "true" only when the conclusion is success (the goal
+//     passed, grounded in goalrun's own check, and the agent did not modify
+//     the check's files); passed and grounded say less.
+//   - check-modified and files-changed come from the document's changes
+//     block ("" when it has none).
+//   - iterations is "0" when the check passed before any agent turn.
 func OutputValues(doc report.Document, documentPath, prURL string) map[string]string {
 	v := map[string]string{}
 	for _, name := range Outputs {
@@ -119,8 +128,8 @@ func OutputValues(doc report.Document, documentPath, prURL string) map[string]st
 	}
 	v["status"] = doc.Status
 	v["conclusion"] = doc.Conclusion
-	v["passed"], v["grounded"] = "false", "false"
 	if g := doc.Goal; g != nil {
+		v["verified"] = strconv.FormatBool(doc.Conclusion == report.ConclusionSuccess)
 		v["passed"] = strconv.FormatBool(g.Passed)
 		v["grounded"] = strconv.FormatBool(g.Grounded)
 		v["iterations"] = strconv.Itoa(g.Iterations)
@@ -128,11 +137,17 @@ func OutputValues(doc report.Document, documentPath, prURL string) map[string]st
 			v["halt"] = *g.Halt
 		}
 	}
+	if c := doc.Changes; c != nil {
+		v["check-modified"] = strconv.FormatBool(c.CheckModified)
+		v["files-changed"] = strconv.Itoa(c.FilesChanged)
+	}
 	if doc.Agent != nil {
 		v["session-id"] = doc.Agent.SessionID
 	}
 	if doc.Usage != nil {
-		v["cost-usd"] = strconv.FormatFloat(doc.Usage.CostUSD, 'f', -1, 64)
+		if !doc.Usage.CostUnknown { // empty: the agent reports no cost
+			v["cost-usd"] = strconv.FormatFloat(doc.Usage.CostUSD, 'f', -1, 64)
+		}
 	}
 	v["document"] = documentPath
 	v["pr-url"] = prURL

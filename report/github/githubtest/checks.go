@@ -202,7 +202,7 @@ func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) updateCheckRun(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, err := strconv.ParseInt(r.PathValue("check_run_id"), 10, 64)
 	var c *CheckRun
 	for _, x := range s.checkRuns {
 		if err == nil && x.ID == id {
@@ -272,6 +272,10 @@ func (s *Server) applyCheckRun(c *CheckRun, b checkRunBody) {
 }
 
 func (s *Server) checkRunJSON(c *CheckRun) map[string]any {
+	return fromExample("checks/create", http.StatusCreated, s.checkRunOwn(c))
+}
+
+func (s *Server) checkRunOwn(c *CheckRun) map[string]any {
 	m := map[string]any{
 		"id":          c.ID,
 		"node_id":     "CR_" + strconv.FormatInt(c.ID, 10),
@@ -282,7 +286,7 @@ func (s *Server) checkRunJSON(c *CheckRun) map[string]any {
 		"started_at":  c.StartedAt,
 		"external_id": c.ExternalID,
 		"html_url":    s.htmlURL("runs/%d", c.ID),
-		"app":         map[string]any{"id": 15368, "slug": s.appSlug, "name": s.appSlug},
+		"app":         map[string]any{"id": 15368, "slug": s.appSlug, "name": s.appSlug, "node_id": "MDM6QXBwMTUzNjg="},
 		"url":         fmt.Sprintf("%s/repos/%s/%s/check-runs/%d", s.URL, s.Owner, s.Repo, c.ID),
 		"output": map[string]any{
 			"title":             nilIfEmpty(c.Title),
@@ -291,6 +295,7 @@ func (s *Server) checkRunJSON(c *CheckRun) map[string]any {
 			"annotations_count": 0,
 		},
 	}
+	m["completed_at"], m["details_url"] = nil, nil
 	if c.Conclusion != "" {
 		m["conclusion"] = c.Conclusion
 	}

@@ -309,3 +309,13 @@ func (o *objects) changesWorkflows(sha string) (string, bool) {
 	}
 	return changed[0], true
 }
+
+// Branch makes branch point where from points (a new branch off from, as
+// `git branch NAME FROM` does); later Seeds on it build on that commit.
+func (s *Server) Branch(branch, from string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sha := s.refs["refs/heads/"+from]
+	s.refs["refs/heads/"+branch] = sha
+	return sha
+}

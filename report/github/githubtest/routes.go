@@ -11,34 +11,130 @@ import (
 	"unicode/utf8"
 )
 
-// routes registers every operation the fake serves, named by GitHub's
+// route is one operation the fake serves: its method and path in GitHub's
+// OpenAPI description (the {ref} of the git ref operations may hold
+// slashes), and GitHub's operationId.
+type route struct {
+	method, path, op string
+	h                func(s *Server) http.HandlerFunc
+}
+
+// routeTable lists every operation the fake serves, named by GitHub's
 // operationId (the names Fail and RequestsFor take).
+var routeTable = []route{
+	{"POST", "/repos/{owner}/{repo}/check-runs", "checks/create", func(s *Server) http.HandlerFunc { return s.createCheckRun }},
+	{"PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}", "checks/update", func(s *Server) http.HandlerFunc { return s.updateCheckRun }},
+	{"GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "issues/list-comments", func(s *Server) http.HandlerFunc { return s.listComments }},
+	{"POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "issues/create-comment", func(s *Server) http.HandlerFunc { return s.createComment }},
+	{"PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}", "issues/update-comment", func(s *Server) http.HandlerFunc { return s.updateComment }},
+	{"GET", "/repos/{owner}/{repo}/pulls", "pulls/list", func(s *Server) http.HandlerFunc { return s.listPulls }},
+	{"POST", "/repos/{owner}/{repo}/pulls", "pulls/create", func(s *Server) http.HandlerFunc { return s.createPull }},
+	{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}", "pulls/get", func(s *Server) http.HandlerFunc { return s.getPull }},
+	{"PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}", "pulls/update", func(s *Server) http.HandlerFunc { return s.updatePull }},
+	{"GET", "/repos/{owner}/{repo}/git/ref/{ref}", "git/get-ref", func(s *Server) http.HandlerFunc { return s.getRef }},
+	{"POST", "/repos/{owner}/{repo}/git/refs", "git/create-ref", func(s *Server) http.HandlerFunc { return s.createRef }},
+	{"PATCH", "/repos/{owner}/{repo}/git/refs/{ref}", "git/update-ref", func(s *Server) http.HandlerFunc { return s.updateRef }},
+	{"POST", "/repos/{owner}/{repo}/git/blobs", "git/create-blob", func(s *Server) http.HandlerFunc { return s.createBlob }},
+	{"GET", "/repos/{owner}/{repo}/git/trees/{tree_sha}", "git/get-tree", func(s *Server) http.HandlerFunc { return s.getTree }},
+	{"POST", "/repos/{owner}/{repo}/git/trees", "git/create-tree", func(s *Server) http.HandlerFunc { return s.createTree }},
+	{"GET", "/repos/{owner}/{repo}/git/commits/{commit_sha}", "git/get-commit", func(s *Server) http.HandlerFunc { return s.getCommit }},
+	{"POST", "/repos/{owner}/{repo}/git/commits", "git/create-commit", func(s *Server) http.HandlerFunc { return s.createCommit }},
+	{"GET", "/user", "users/get-authenticated", func(s *Server) http.HandlerFunc { return s.getUser }},
+	{"GET", "/repos/{owner}/{repo}/collaborators/{username}/permission", "repos/get-collaborator-permission-level", func(s *Server) http.HandlerFunc { return s.getPermission }},
+	{"POST", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", "reactions/create-for-issue-comment", func(s *Server) http.HandlerFunc { return s.createReaction }},
+	{"POST", "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions", "reactions/create-for-pull-request-review-comment", func(s *Server) http.HandlerFunc { return s.createReaction }},
+}
+
+// ---- collaborators and reactions -------------------------------------------
+
+// SetPermission gives login a role on the repository, as the collaborator
+// permission API reports it: "admin", "maintain", "write", "triage" or
+// "read" (a user never set reads "read", as on a public repository).
+func (s *Server) SetPermission(login, role string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.permissions[strings.ToLower(login)] = role
+}
+
+// getPermission answers the collaborator permission API: permission is the
+// legacy level (maintain reads as write, triage as read), role_name the role.
+func (s *Server) getPermission(w http.ResponseWriter, r *http.Request) {
+	login := r.PathValue("username")
+	role := s.permissions[strings.ToLower(login)]
+	if role == "" {
+		role = "read"
+	}
+	perm := map[string]string{"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read"}[role]
+	writeJSON(w, http.StatusOK, fromExample("repos/get-collaborator-permission-level", http.StatusOK, map[string]any{
+		"permission": perm, "role_name": role,
+		"user": map[string]any{"login": login, "role_name": role},
+	}))
+}
+
+// Reaction is the fake's record of one reaction.
+type Reaction struct {
+	// CommentID is the comment reacted to; Review is true for a pull
+	// request review comment.
+	CommentID int64
+	Review    bool
+	Content   string
+	Login     string
+}
+
+// Reactions returns copies of every reaction made, oldest first.
+func (s *Server) Reactions() []Reaction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Reaction(nil), s.reactions...)
+}
+
+// createReaction adds a reaction to an issue comment (any id the fake
+// knows, or one seeded by the event under test) or a review comment; the
+// same reaction by the same identity twice answers 200 with the first.
+func (s *Server) createReaction(w http.ResponseWriter, r *http.Request) {
+	id, _ := strconv.ParseInt(r.PathValue("comment_id"), 10, 64)
+	var b struct {
+		Content string `json:"content"`
+	}
+	if !decode(w, r, &b) {
+		return
+	}
+	login, typ := s.identity()
+	review := strings.Contains(r.URL.Path, "/pulls/comments/")
+	status := http.StatusCreated
+	found := false
+	for _, x := range s.reactions {
+		if x.CommentID == id && x.Review == review && x.Content == b.Content && x.Login == login {
+			status, found = http.StatusOK, true
+		}
+	}
+	if !found {
+		s.reactions = append(s.reactions, Reaction{CommentID: id, Review: review, Content: b.Content, Login: login})
+	}
+	writeJSON(w, status, fromExample("reactions/create-for-issue-comment", http.StatusCreated, map[string]any{
+		"id": s.newID(), "content": b.Content, "user": map[string]any{"login": login, "type": typ},
+		"created_at": s.timestamp(),
+	}))
+}
+
+// Operations returns the operationIds the fake serves, in the route
+// table's order.
+func Operations() []string {
+	out := make([]string, 0, len(routeTable))
+	for _, r := range routeTable {
+		out = append(out, r.op)
+	}
+	return out
+}
+
+// routes registers every operation of routeTable.
 func (s *Server) routes(mux *http.ServeMux) {
-	const repo = "/repos/{owner}/{repo}"
-	for _, r := range []struct {
-		pattern, op string
-		h           http.HandlerFunc
-	}{
-		{"POST " + repo + "/check-runs", "checks/create", s.createCheckRun},
-		{"PATCH " + repo + "/check-runs/{id}", "checks/update", s.updateCheckRun},
-		{"GET " + repo + "/issues/{number}/comments", "issues/list-comments", s.listComments},
-		{"POST " + repo + "/issues/{number}/comments", "issues/create-comment", s.createComment},
-		{"PATCH " + repo + "/issues/comments/{id}", "issues/update-comment", s.updateComment},
-		{"GET " + repo + "/pulls", "pulls/list", s.listPulls},
-		{"POST " + repo + "/pulls", "pulls/create", s.createPull},
-		{"GET " + repo + "/pulls/{number}", "pulls/get", s.getPull},
-		{"PATCH " + repo + "/pulls/{number}", "pulls/update", s.updatePull},
-		{"GET " + repo + "/git/ref/{ref...}", "git/get-ref", s.getRef},
-		{"POST " + repo + "/git/refs", "git/create-ref", s.createRef},
-		{"PATCH " + repo + "/git/refs/{ref...}", "git/update-ref", s.updateRef},
-		{"POST " + repo + "/git/blobs", "git/create-blob", s.createBlob},
-		{"GET " + repo + "/git/trees/{sha}", "git/get-tree", s.getTree},
-		{"POST " + repo + "/git/trees", "git/create-tree", s.createTree},
-		{"GET " + repo + "/git/commits/{sha}", "git/get-commit", s.getCommit},
-		{"POST " + repo + "/git/commits", "git/create-commit", s.createCommit},
-		{"GET /user", "users/get-authenticated", s.getUser},
-	} {
-		s.handle(mux, r.pattern, r.op, r.h)
+	for _, r := range routeTable {
+		pattern := r.path
+		if strings.HasSuffix(pattern, "/{ref}") {
+			pattern = strings.TrimSuffix(pattern, "}") + "...}" // a ref holds slashes
+		}
+		s.handle(mux, r.method+" "+pattern, r, r.h(s))
 	}
 }
 
@@ -103,7 +199,7 @@ func (s *Server) getUser(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "Resource not accessible by integration", nil)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"login": s.personal, "id": 4242, "type": "User"})
+	writeJSON(w, http.StatusOK, fromExample("users/get-authenticated", http.StatusOK, map[string]any{"login": s.personal, "id": 4242, "type": "User", "user_view_type": "private"}))
 }
 
 // AddBotComment seeds a comment written by a bot (type Bot), e.g. another
@@ -121,7 +217,7 @@ func (s *Server) AddBotComment(n int, login, body string) int64 {
 }
 
 func (s *Server) issueNumber(w http.ResponseWriter, r *http.Request) (int, bool) {
-	n, err := strconv.Atoi(r.PathValue("number"))
+	n, err := strconv.Atoi(r.PathValue("issue_number"))
 	if err != nil || !s.issues[n] {
 		writeError(w, http.StatusNotFound, "Not Found", nil)
 		return 0, false
@@ -174,7 +270,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) updateComment(w http.ResponseWriter, r *http.Request) {
-	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, _ := strconv.ParseInt(r.PathValue("comment_id"), 10, 64)
 	var c *Comment
 	for _, x := range s.comments {
 		if x.ID == id {
@@ -215,14 +311,15 @@ func decodeCommentBody(w http.ResponseWriter, r *http.Request) (body string, ok 
 }
 
 func (s *Server) commentJSON(c *Comment) map[string]any {
-	return map[string]any{
+	return fromExample("issues/create-comment", http.StatusCreated, map[string]any{
 		"id":                 c.ID,
 		"body":               c.Body,
 		"user":               map[string]any{"login": c.Login, "type": c.UserType},
 		"author_association": c.AuthorAssociation,
 		"html_url":           s.htmlURL("issues/%d#issuecomment-%d", c.Issue, c.ID),
 		"issue_url":          s.URL + "/repos/" + s.Owner + "/" + s.Repo + "/issues/" + strconv.Itoa(c.Issue),
-	}
+		"url":                s.URL + "/repos/" + s.Owner + "/" + s.Repo + "/issues/comments/" + strconv.FormatInt(c.ID, 10),
+	})
 }
 
 // ---- pull requests ----------------------------------------------------------
@@ -350,7 +447,7 @@ func (s *Server) createPull(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) findPull(w http.ResponseWriter, r *http.Request) *Pull {
-	n, _ := strconv.Atoi(r.PathValue("number"))
+	n, _ := strconv.Atoi(r.PathValue("pull_number"))
 	for _, p := range s.pulls {
 		if p.Number == n {
 			return p
@@ -401,28 +498,31 @@ func (s *Server) updatePull(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) pullJSON(p *Pull) map[string]any {
 	p.HeadSHA = s.refs["refs/heads/"+p.Head]
-	return map[string]any{
-		"number":   p.Number,
-		"title":    p.Title,
-		"body":     p.Body,
-		"state":    p.State,
-		"draft":    p.Draft,
-		"html_url": s.htmlURL("pull/%d", p.Number),
+	return fromExample("pulls/get", http.StatusOK, map[string]any{
+		// GitHub's own example lists teams without the fields its schema
+		// requires; the fake has no team reviewers.
+		"requested_teams": []any{},
+		"number":          p.Number,
+		"title":           p.Title,
+		"body":            p.Body,
+		"state":           p.State,
+		"draft":           p.Draft,
+		"html_url":        s.htmlURL("pull/%d", p.Number),
 		"head": map[string]any{"ref": p.Head, "sha": p.HeadSHA, "label": s.Owner + ":" + p.Head,
 			"repo": map[string]any{"full_name": s.Owner + "/" + s.Repo}},
 		"base": map[string]any{"ref": p.Base, "sha": s.refs["refs/heads/"+p.Base], "label": s.Owner + ":" + p.Base,
 			"repo": map[string]any{"full_name": s.Owner + "/" + s.Repo}},
-	}
+	})
 }
 
 // ---- git data ---------------------------------------------------------------
 
 func (s *Server) refJSON(ref, sha string) map[string]any {
-	return map[string]any{
+	return fromExample("git/get-ref", http.StatusOK, map[string]any{
 		"ref":    ref,
 		"url":    s.URL + "/repos/" + s.Owner + "/" + s.Repo + "/git/" + ref,
-		"object": map[string]any{"type": "commit", "sha": sha},
-	}
+		"object": map[string]any{"type": "commit", "sha": sha, "url": s.URL + "/repos/" + s.Owner + "/" + s.Repo + "/git/commits/" + sha},
+	})
 }
 
 // refPath returns the unescaped ref from a {ref...} path value.
@@ -562,7 +662,8 @@ func (s *Server) createBlob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sha := s.git.putBlob(data)
-	writeJSON(w, http.StatusCreated, map[string]any{"sha": sha, "url": s.URL + "/repos/" + s.Owner + "/" + s.Repo + "/git/blobs/" + sha})
+	writeJSON(w, http.StatusCreated, fromExample("git/create-blob", http.StatusCreated,
+		map[string]any{"sha": sha, "url": s.URL + "/repos/" + s.Owner + "/" + s.Repo + "/git/blobs/" + sha}))
 }
 
 func (s *Server) treeJSON(sha string, recursive bool) map[string]any {
@@ -587,11 +688,12 @@ func (s *Server) treeJSON(sha string, recursive bool) map[string]any {
 			entries = append(entries, map[string]any{"path": e.Name, "mode": e.Mode, "type": e.typ(), "sha": e.SHA})
 		}
 	}
-	return map[string]any{"sha": sha, "tree": entries, "truncated": false}
+	return fromExample("git/get-tree", http.StatusOK, map[string]any{"sha": sha, "tree": entries, "truncated": false,
+		"url": s.URL + "/repos/" + s.Owner + "/" + s.Repo + "/git/trees/" + sha})
 }
 
 func (s *Server) getTree(w http.ResponseWriter, r *http.Request) {
-	sha := r.PathValue("sha")
+	sha := r.PathValue("tree_sha")
 	if c, ok := s.git.commits[sha]; ok { // GitHub accepts a commit-ish here
 		sha = c.Tree
 	}
@@ -686,20 +788,20 @@ func (s *Server) commitJSON(sha string) map[string]any {
 	c := s.git.commits[sha]
 	parents := []map[string]any{}
 	for _, p := range c.Parents {
-		parents = append(parents, map[string]any{"sha": p})
+		parents = append(parents, map[string]any{"sha": p, "url": s.URL + "/repos/" + s.Owner + "/" + s.Repo + "/git/commits/" + p, "html_url": s.htmlURL("commit/%s", p)})
 	}
-	return map[string]any{
+	return fromExample("git/get-commit", http.StatusOK, map[string]any{
 		"sha":      sha,
 		"message":  c.Message,
 		"tree":     map[string]any{"sha": c.Tree},
 		"parents":  parents,
 		"html_url": s.htmlURL("commit/%s", sha),
 		"author":   map[string]any{"name": "githubtest", "email": "githubtest@example.invalid", "date": "1970-01-01T00:00:00Z"},
-	}
+	})
 }
 
 func (s *Server) getCommit(w http.ResponseWriter, r *http.Request) {
-	sha := r.PathValue("sha")
+	sha := r.PathValue("commit_sha")
 	if _, ok := s.git.commits[sha]; !ok {
 		writeError(w, http.StatusNotFound, "Not Found", nil)
 		return

@@ -7,12 +7,16 @@
 //
 // It is meant to be driven through a real go-github client (Server.Client),
 // so a test proves what the real client sends, not what a hand-written
-// request looks like. Every check-run request body is validated against
-// GitHub's published request schemas (testdata/, copied from
-// shared/contracts) plus the byte limits the schema cannot say
-// (output.summary and output.text ≤ 65535 bytes); a body that fails is
-// answered 422 with GitHub's error shape and recorded as such, so a test can
-// assert that nothing invalid was ever sent.
+// request looks like. Every request — path parameters, query and body — is
+// validated against GitHub's published OpenAPI description
+// (testdata/openapi.json, the part of npm's @octokit/openapi this fake
+// serves; see testdata/PROVENANCE.md), and so is every answer; answers are
+// built from the description's examples with the fake's state laid over
+// them. Check-run bodies are also held to the byte limits the description
+// cannot say (output.summary and output.text ≤ 65535 bytes). An invalid
+// request is answered 422 with GitHub's error shape, and any mismatch fails
+// the test at cleanup (see AllowInvalidRequests), so a passing test proves
+// nothing invalid was sent.
 //
 // The API is served under the path prefix /api/v3 (GitHub Enterprise
 // Server's layout), so a client that ignores the path of GITHUB_API_URL gets
@@ -46,7 +50,7 @@ import (
 const PathPrefix = "/api/v3"
 
 // Limits GitHub enforces that the request schemas cannot express
-// (shared/contracts/README.md).
+// (README.md, "Limits"; testdata/PROVENANCE.md).
 const (
 	// CheckRunOutputBytes bounds output.summary and output.text: 65535
 	// bytes of UTF-8 each (GitHub answers 422 "summary exceeds a maximum
@@ -170,6 +174,12 @@ type Server struct {
 	// .github/workflows/ compared with its first parent, as GitHub refuses
 	// them for a token without the "workflows" permission. On by default.
 	protectWorkflows bool
+	// problems are requests and answers that did not match GitHub's
+	// OpenAPI description; allowInvalid excuses the requests.
+	problems     []specProblem
+	allowInvalid bool
+	permissions  map[string]string // lower-case login -> role
+	reactions    []Reaction
 }
 
 // NewServer starts a fake GitHub API serving the repository "owner/name"
@@ -191,12 +201,16 @@ func NewServer(tb testing.TB, repository string) *Server {
 		protectWorkflows: true,
 		nextID:           1000,
 		appSlug:          DefaultAppSlug,
+		permissions:      map[string]string{},
 	}
 	mux := http.NewServeMux()
 	s.routes(mux)
 	s.srv = httptest.NewServer(s.handler(mux))
 	s.URL = s.srv.URL + PathPrefix
-	tb.Cleanup(s.srv.Close)
+	tb.Cleanup(func() {
+		s.srv.Close()
+		s.checkProblems(tb)
+	})
 	return s
 }
 
@@ -292,12 +306,14 @@ func (s *Server) RequestsFor(op string) []Request {
 }
 
 // handler wraps the route mux: it strips PathPrefix, records the request,
-// and answers 404 for paths outside it.
+// and answers 404 for paths outside it. The answer is held until the
+// request is recorded, so a client never sees an answer whose request is
+// not yet in Requests.
 func (s *Server) handler(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &captureWriter{header: http.Header{}, status: http.StatusOK}
 		path, ok := strings.CutPrefix(r.URL.Path, PathPrefix)
 		req := Request{Method: r.Method, Path: path, Query: r.URL.Query(), Body: body,
 			Authorization: r.Header.Get("Authorization"), Time: s.clock()}
@@ -317,6 +333,11 @@ func (s *Server) handler(mux *http.ServeMux) http.Handler {
 		s.mu.Lock()
 		s.requests = append(s.requests, req)
 		s.mu.Unlock()
+		for k, vs := range rec.header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body.Bytes())
 	})
 }
 
@@ -328,24 +349,24 @@ func (s *Server) clock() time.Time {
 
 type opKey struct{}
 
-type recorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *recorder) WriteHeader(code int) {
-	r.status = code
-	r.ResponseWriter.WriteHeader(code)
-}
-
 // handle registers one operation: it checks authentication, the repository
-// (for routes under /repos/) and scripted faults before calling h with the
-// server locked.
-func (s *Server) handle(mux *http.ServeMux, pattern, op string, h func(w http.ResponseWriter, r *http.Request)) {
+// (for routes under /repos/), the request against GitHub's OpenAPI
+// description (an invalid one is answered 422 "Invalid request", as GitHub
+// answers, and recorded as a problem) and scripted faults, then calls h
+// with the server locked and checks its answer against the description too
+// (a mismatch is the fake's bug, recorded as a problem). NewServer's cleanup
+// fails the test on any problem.
+func (s *Server) handle(mux *http.ServeMux, pattern string, rt route, h func(w http.ResponseWriter, r *http.Request)) {
 	repoRoute := strings.Contains(pattern, "{owner}")
+	sr, routeErr := specRoute(rt)
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if req, ok := r.Context().Value(opKey{}).(*Request); ok {
-			req.Operation = op
+			req.Operation = rt.op
+		}
+		if routeErr != nil {
+			s.problem(specProblem{op: rt.op, what: "route", err: routeErr})
+			writeError(w, http.StatusInternalServerError, routeErr.Error(), nil)
+			return
 		}
 		if r.Header.Get("Authorization") == "" {
 			writeError(w, http.StatusUnauthorized, "Requires authentication", nil)
@@ -355,20 +376,88 @@ func (s *Server) handle(mux *http.ServeMux, pattern, op string, h func(w http.Re
 			writeError(w, http.StatusNotFound, "Not Found", nil)
 			return
 		}
+		body := peekBody(r)
+		in, err := validateRequest(r.Context(), sr, r, body)
+		if err != nil {
+			s.problem(specProblem{op: rt.op, what: "request", err: err})
+			writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\n"+err.Error(), nil)
+			return
+		}
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		if f := s.faults[op]; f != nil && (f.When == "" || strings.Contains(string(peekBody(r)), f.When)) {
+		if f := s.faults[rt.op]; f != nil && (f.When == "" || strings.Contains(string(body), f.When)) {
 			if f.left > 0 {
 				f.left--
 				if f.left == 0 {
-					delete(s.faults, op)
+					delete(s.faults, rt.op)
 				}
 			}
-			writeFault(w, f.Fault)
+			s.mu.Unlock()
+			writeFault(w, f.Fault) // deliberately any shape: not checked
 			return
 		}
-		h(w, r)
+		cw := &captureWriter{header: http.Header{}, status: http.StatusOK}
+		h(cw, r)
+		s.mu.Unlock()
+		if err := validateResponse(r.Context(), in, cw.status, cw.header, cw.body.Bytes()); err != nil {
+			s.problem(specProblem{op: rt.op, what: fmt.Sprintf("%d answer", cw.status), err: err})
+		}
+		for k, vs := range cw.header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(cw.status)
+		_, _ = w.Write(cw.body.Bytes())
 	})
+}
+
+// captureWriter holds an answer until it is checked.
+type captureWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (c *captureWriter) Header() http.Header         { return c.header }
+func (c *captureWriter) WriteHeader(code int)        { c.status = code }
+func (c *captureWriter) Write(b []byte) (int, error) { return c.body.Write(b) }
+
+// problem records a request or answer that does not match the description.
+func (s *Server) problem(p specProblem) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.problems = append(s.problems, p)
+}
+
+// SpecProblems returns every request and answer so far that did not match
+// GitHub's OpenAPI description, one line each.
+func (s *Server) SpecProblems() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.problems))
+	for _, p := range s.problems {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+// AllowInvalidRequests stops the test's cleanup from failing on requests
+// that do not match the description (for tests that send them on purpose);
+// answers that do not match still fail it.
+func (s *Server) AllowInvalidRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.allowInvalid = true
+}
+
+// checkProblems fails tb on the problems recorded (see handle).
+func (s *Server) checkProblems(tb testing.TB) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.problems {
+		if p.what == "request" && s.allowInvalid {
+			continue
+		}
+		tb.Errorf("githubtest: %s", p)
+	}
 }
 
 // peekBody returns r's body and puts it back for the handler.
