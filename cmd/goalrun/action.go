@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,8 +19,10 @@ import (
 	gh "github.com/google/go-github/v75/github"
 	"github.com/sethvargo/go-githubactions"
 
+	"github.com/goalrun/goalrun/goal"
 	"github.com/goalrun/goalrun/report"
 	ghsink "github.com/goalrun/goalrun/report/github"
+	"github.com/goalrun/goalrun/sandbox"
 )
 
 // actionInput is one input of action.yml. flag is the `goalrun run` flag it
@@ -51,12 +56,18 @@ var actionInputs = []actionInput{
 	{"infer-until", "infer-until", asIs},
 	{"max-iterations", "max-iterations", asIs},
 	{"timeout-minutes", "timeout", minutes},
+	{"step-timeout-minutes", "step-timeout", minutes},
 	{"max-cost-usd", "max-cost-usd", asIs},
+	{"max-tokens", "max-tokens", asIs},
 	{"sandbox", "sandbox", asIs},
 	{"image", "image", asIs},
 	{"network", "network", asIs},
 	{"allow-hosts", "allow-host", perItem},
+	{"mounts", "mount", perLine},
+	{"setup", "setup", perLine},
+	{"setup-defaults", "setup-defaults", asIs},
 	{"model", "model", asIs},
+	{"model-gateway", "model-gateway", asIs},
 	{"agent-args", "agent-arg", perLine},
 	{"working-directory", "workdir", workspace},
 	{"config", "config", workspace},
@@ -75,31 +86,89 @@ var actionInputs = []actionInput{
 const (
 	publishTimeout = 2 * time.Minute
 	publishGrace   = 4 * time.Second
+	// interruptFallbackWait bounds each fallback step of a refused check
+	// run completion after an interruption (CheckRun.FallbackWait): the
+	// whole publish must end by sandbox.PhasePublish's deadline.
+	interruptFallbackWait = 300 * time.Millisecond
 )
 
 // actionEnviron lists the process environment, to find INPUT_* variables
 // action.yml does not declare (a lookupEnv cannot enumerate).
 var actionEnviron = os.Environ
 
-// actionCmd is `goalrun action`, the container action's entry point: it
-// reads the inputs (INPUT_*) and the workflow context (GITHUB_*, the event
-// payload), maps the inputs to the same validated configuration as `goalrun
+// actionCmd is `goalrun action`, the GitHub Action's entry point on the
+// runner (action/launch.sh starts it): it reads the inputs (GOALRUN_INPUTS,
+// else INPUT_*) and the workflow context (GITHUB_*, the event payload), maps the inputs to the same validated configuration as `goalrun
 // run`, runs the same engine with a live check run, and then publishes the
 // document: check run, pull request comment, fix pull request, job summary,
 // step outputs. A failing GitHub destination is a warning; the exit code is
 // decided by the run alone (0 met, 1 not met, 2 bad input, 3 failed, 130
 // interrupted). Comment events that do not trigger a run exit 0.
 func actionCmd(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) int {
+	env, names, inputsErr := compositeInputs(env)
 	getenv := func(k string) string { v, _ := env(k); return v }
 	log := ghsink.NewLog(stdout)
 	defer log.Close()
 	a := githubactions.New(githubactions.WithGetenv(getenv), githubactions.WithWriter(log.Commands()))
-	act := &action{ctx: ctx, env: env, getenv: getenv, log: log, gha: a}
+	act := &action{ctx: ctx, env: env, getenv: getenv, log: log, gha: a, inputNames: names}
 	if len(args) > 0 && args[0] != "" {
-		a.Errorf("goalrun action takes no arguments (got %q); it reads the action's inputs from INPUT_* variables", args[0])
+		a.Errorf("goalrun action takes no arguments (got %q); it reads the action's inputs from %s or INPUT_* variables", args[0], compositeInputsEnv)
+		return exitBadInput
+	}
+	if inputsErr != nil {
+		a.Errorf("%v", inputsErr)
 		return exitBadInput
 	}
 	return act.run()
+}
+
+// compositeInputsEnv carries the composite action's inputs as one JSON
+// object (action.yml passes ${{ toJSON(inputs) }}): the runner gives
+// composite actions no INPUT_* variables, and input names hold "-", which
+// not every shell passes on in a variable's name.
+const compositeInputsEnv = "GOALRUN_INPUTS"
+
+// compositeInputs returns env with the inputs of GOALRUN_INPUTS visible as
+// INPUT_<NAME> (the names go-githubactions reads, taking precedence over the
+// environment's), and the INPUT_* names it holds; when GOALRUN_INPUTS is
+// unset, env itself and nil (the inputs are then INPUT_* variables, as the
+// runner sets them for other kinds of action). An object that is not JSON
+// of string values is an error.
+func compositeInputs(env lookupEnv) (lookupEnv, []string, error) {
+	raw, ok := env(compositeInputsEnv)
+	if !ok || strings.TrimSpace(raw) == "" {
+		return env, nil, nil
+	}
+	var in map[string]any
+	if err := json.Unmarshal([]byte(raw), &in); err != nil {
+		return env, nil, fmt.Errorf("%s is not a JSON object of the action's inputs: %v", compositeInputsEnv, err)
+	}
+	vals := map[string]string{}
+	names := []string{}
+	for k, v := range in {
+		name := "INPUT_" + strings.ToUpper(strings.ReplaceAll(k, " ", "_"))
+		switch v := v.(type) {
+		case string:
+			vals[name] = v
+		case nil:
+			vals[name] = ""
+		case bool, float64:
+			vals[name] = fmt.Sprint(v)
+		default:
+			return env, nil, fmt.Errorf("%s: input %s is not a string", compositeInputsEnv, k)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return func(k string) (string, bool) {
+		if v, ok := vals[k]; ok {
+			return v, true
+		}
+		if strings.HasPrefix(k, "INPUT_") {
+			return "", false // only the action's inputs, never a stray INPUT_* of the job
+		}
+		return env(k)
+	}, names, nil
 }
 
 // action is one `goalrun action` invocation.
@@ -110,16 +179,88 @@ type action struct {
 	log    *ghsink.Log
 	gha    *githubactions.Action
 
-	ev       *ghsink.Event
-	client   *gh.Client
-	notes    []string // failures shown above the report in the job summary
-	outputs  bool     // GITHUB_OUTPUT is usable
-	summary  bool     // GITHUB_STEP_SUMMARY is usable
-	docPath  string   // where the document is written (container path)
-	docShown string   // the document path as later steps see it
+	// inputNames are the INPUT_* names of a composite action's inputs
+	// (compositeInputs); nil when the inputs are INPUT_* variables.
+	inputNames []string
+
+	ev *ghsink.Event
+	// client makes the writes (check run, comments, fix pull request); nil
+	// when there is no token or it is read-only (a fork's pull request).
+	// reader is the same client for reads, kept in the read-only case.
+	client, reader *gh.Client
+	notes          []string // failures shown above the report in the job summary
+	stuck          bool     // the check run was left in_progress
+	// diff is the run's changes in detail, its paths relative to diffRoot
+	// (nil when no run computed them).
+	diff     *goal.WorkspaceDiff
+	diffRoot string
+	// requester is who asked by comment, and what; ackID the "working on
+	// it" reply that becomes the report (0 when none).
+	requester *ghsink.Requester
+	ackID     int64
+	// notices are shown above the report in the job summary as notes.
+	notices []string
+	// headProblem says why the pull request's head commit is unknown ("" when
+	// it is known, or GITHUB_SHA is simply unset).
+	headProblem string
+	// tested is the commit the workspace holds (readTested); checkSHA the
+	// commit the check run goes on, "" for none, and noCheck why not
+	// (placeCheck).
+	tested   tested
+	checkSHA string
+	noCheck  string
+	outputs  bool   // GITHUB_OUTPUT is usable
+	summary  bool   // GITHUB_STEP_SUMMARY is usable
+	docPath  string // where the document is written
+	docShown string // the document path as later steps see it
 }
 
 func (a *action) input(name string) string { return a.gha.GetInput(name) }
+
+// defaultCheckName is the check run's name when the check-name input is
+// empty. It holds a space, so it can never be a job's id, whose check a job
+// without a name: gets (the README's minimal workflow's job is "goalrun"):
+// branch protection can require exactly goalrun's check.
+const defaultCheckName = "goalrun verdict"
+
+// checkName is the check-name input, else defaultCheckName.
+func (a *action) checkName() string {
+	return firstNonEmpty(a.input("check-name"), defaultCheckName)
+}
+
+// checkSlug is the check name in branch and file names: Slug, except
+// "goalrun-verdict" for defaultCheckName (whose space would cost it Slug's
+// hash suffix).
+func checkSlug(name string) string {
+	if name == "" || name == defaultCheckName {
+		return "goalrun-verdict"
+	}
+	return ghsink.Slug(name)
+}
+
+// report issues err from a publisher as a warning, or as an error when it
+// left the check run in_progress (a required check would block the merge):
+// then the step fails too (see stuckExit).
+func (a *action) report(err error) {
+	if !errors.Is(err, ghsink.ErrLeftInProgress) {
+		a.warn("%v", err)
+		return
+	}
+	a.stuck = true
+	msg := fmt.Sprintf("%v", err)
+	a.gha.Errorf("%s", msg)
+	a.notes = append(a.notes, msg)
+}
+
+// stuckExit is the exit code once the run's code is known: a run that
+// passed still fails the step when its check run was left in_progress, so
+// the stuck check is seen on the workflow run too.
+func (a *action) stuckExit(code int) int {
+	if a.stuck && code == exitMet {
+		return exitRunFailed
+	}
+	return code
+}
 
 // warn issues a ::warning:: and remembers it for the job summary.
 func (a *action) warn(format string, args ...any) {
@@ -138,8 +279,11 @@ func (a *action) run() int {
 
 	token := a.input("github-token")
 	ghsink.Mask(a.gha, token)
-	a.docPath, a.docShown = documentPath(a.getenv, a.input("check-name"))
+	a.docPath, a.docShown = documentPath(a.getenv, a.checkName())
 
+	if job := a.getenv("GITHUB_JOB"); job != "" && a.checkName() == job {
+		a.warn("check-name %q is this job's id, which is also the name of the job's own check: the commit gets two checks of that name, and branch protection cannot require goalrun's alone; give check-name another name (by default it is %q)", job, defaultCheckName)
+	}
 	if err := a.checkInputs(); err != nil {
 		return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error(),
 			"Check the step's with: block against the inputs documented in action.yml."))
@@ -149,21 +293,40 @@ func (a *action) run() int {
 		return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error(),
 			"Run goalrun action inside a GitHub Actions job, where GITHUB_EVENT_NAME, GITHUB_EVENT_PATH and GITHUB_REPOSITORY are set."))
 	}
+	ev.Ref = a.getenv("GITHUB_REF")
 	a.ev = ev
 	if token != "" {
 		c, err := ghsink.NewClient(a.getenv("GITHUB_API_URL"), token, nil)
 		if err != nil {
 			return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error()))
 		}
-		a.client = c
+		a.client, a.reader = c, c
 	} else {
 		a.warn("github-token is empty: no check run, comment or pull request will be made")
+	}
+
+	if ev.ReadOnlyToken() && a.client != nil {
+		msg := fmt.Sprintf("pull request #%d comes from the fork %s: GitHub gives this workflow a read-only token and no secrets, so goalrun makes no check run, comment or pull request; the report is in the job summary",
+			ev.Number, firstNonEmpty(ev.HeadRepo, "(a deleted fork)"))
+		a.gha.Noticef("%s", msg)
+		a.notices = append(a.notices, msg)
+		a.client = nil
 	}
 
 	// Comment commands: /goalrun from someone with write access, or nothing.
 	prompt := a.input("prompt")
 	if ev.Comment != nil {
-		d := ghsink.Trigger{Phrase: a.input("trigger-phrase"), AllowedBots: splitItems(a.input("allowed-bots"))}.Decide(ev)
+		trig := ghsink.Trigger{Phrase: a.input("trigger-phrase"), AllowedBots: splitItems(a.input("allowed-bots"))}
+		if a.reader != nil {
+			trig.Permission = func(login string) (string, error) {
+				return ghsink.CollaboratorPermission(a.ctx, a.reader, ev.Owner, ev.Repo, login, ghsink.Retry{Attempts: 3, MaxWait: 10 * time.Second})
+			}
+		}
+		d := trig.Decide(ev)
+		if d.Triggered && d.Fallback != "" && a.reader != nil {
+			a.warn("%s; @%s's right to start goalrun was decided by the comment's author association (%s) instead",
+				d.Fallback, ev.Comment.Login, ev.Comment.AuthorAssociation)
+		}
 		if !d.Triggered {
 			a.gha.Noticef("goalrun did not start: %s", d.Reason)
 			a.writeSkipped()
@@ -176,10 +339,15 @@ func (a *action) run() int {
 		if d.Prompt != "" {
 			prompt = d.Prompt
 		}
+		a.acknowledge(d.Prompt)
 	}
-	if ev.HeadSHA == "" && ev.IsPullRequest && a.client != nil {
-		ev.HeadSHA = a.pullHeadSHA(ev.Number)
+	if ev.Name == ghsink.EventIssueComment && ev.IsPullRequest && a.reader != nil {
+		a.readPull(ev.Number)
 	}
+	// Which commit the workspace holds, read before the agent runs, and so
+	// where the check run goes.
+	a.readTested()
+	a.placeCheck()
 
 	cfgArgs, err := a.runArgs(prompt)
 	if err != nil {
@@ -193,10 +361,10 @@ func (a *action) run() int {
 		se := asStartupError(err)
 		return a.startupFailure(report.StartupError(se.code, se.message, se.suggestions...))
 	}
-	if bad := prConfigKeys(ev.IsPullRequest, cfg.fileKeys); len(bad) > 0 {
+	if bad := prConfigKeys(ev.PullRequestCode, cfg.fileKeys); len(bad) > 0 {
 		return a.startupFailure(report.StartupError(report.ErrBadInput,
-			fmt.Sprintf("the config file %s sets %s on a pull request event: the checkout is the pull request author's, so on these events a config file may set only %s",
-				cfg.configFile, strings.Join(bad, ", "), strings.Join(prConfigAllowed, ", ")),
+			fmt.Sprintf("the config file %s sets %s on a pull request event (%s): the checkout may be the pull request author's, so on these events a config file may set only %s",
+				cfg.configFile, strings.Join(bad, ", "), ev.Name, strings.Join(prConfigAllowed, ", ")),
 			"Set these as inputs of the goalrun step in the workflow, or do not name a config file for pull request events."))
 	}
 	if err := checkInsideWorkspace(a.workspaceRoot(), cfg.dir, cfg.configFile); err != nil {
@@ -209,31 +377,43 @@ func (a *action) run() int {
 	}
 
 	check := a.checkRun(cfg.maxIterations)
-	if check != nil {
-		defer func() {
-			// Interrupted (SIGINT/SIGTERM): never leave the run in_progress.
-			// Otherwise publish completed it, or tried to and warned; a
-			// failed completion is left alone (GitHub may have applied it),
-			// never turned into "cancelled".
-			if a.ctx.Err() == nil {
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), publishGrace)
-			defer cancel()
-			if err := check.Cancel(ctx); err != nil {
-				a.gha.Warningf("%v", err)
-			}
-		}()
-	}
 	eng := defaultEngine()
+	eng.patchBytes = reportPatchBytes
+	eng.changes = func(d *goal.WorkspaceDiff, root string) { a.diff, a.diffRoot = d, root }
 	sinks := []report.Sink{report.NewProgressSinkSince(a.log.Untrusted(), eng.now())}
 	if check != nil {
 		sinks = append(sinks, check)
 	}
 	eng.warn = a.log.Untrusted()
-	doc, code := execute(a.ctx, cfg, eng, sinks...)
-	a.publish(doc, check)
-	return code
+	eng.finish = actionWords
+	// The report goes out as soon as the document is final, before the
+	// sandbox's teardown, so a signal or an Engine that stopped answering
+	// never keeps the check run from completing.
+	eng.deliver = func(doc report.Document) {
+		a.publish(doc, check)
+		a.cancelInterrupted(check)
+	}
+	_, code := execute(a.ctx, cfg, eng, sinks...)
+	return a.stuckExit(code)
+}
+
+// cancelInterrupted completes the check run as cancelled when a signal
+// interrupted the run and publish did not get to complete it: never left
+// in_progress. Otherwise publish completed it, or tried to and warned; a
+// failed completion is left alone (GitHub may have applied it), never
+// turned into "cancelled".
+func (a *action) cancelInterrupted(check *ghsink.CheckRun) {
+	if check == nil || a.ctx.Err() == nil {
+		return
+	}
+	check.FallbackWait = interruptFallbackWait
+	if err := check.Cancel(a.publishContext()); err != nil {
+		if errors.Is(err, ghsink.ErrLeftInProgress) {
+			a.gha.Errorf("%v", err)
+		} else {
+			a.gha.Warningf("%v", err)
+		}
+	}
 }
 
 // refuse answers a /goalrun comment whose author may not start a run: a
@@ -266,8 +446,14 @@ func (a *action) checkInputs() error {
 		known["INPUT_"+strings.ToUpper(in.name)] = true
 	}
 	var unknown []string
-	for _, kv := range actionEnviron() {
-		k, _, _ := strings.Cut(kv, "=")
+	present := a.inputNames
+	if present == nil {
+		for _, kv := range actionEnviron() {
+			k, _, _ := strings.Cut(kv, "=")
+			present = append(present, k)
+		}
+	}
+	for _, k := range present {
 		if strings.HasPrefix(k, "INPUT_") && !known[k] {
 			if _, ok := a.env(k); ok {
 				unknown = append(unknown, strings.ToLower(strings.TrimPrefix(k, "INPUT_")))
@@ -355,20 +541,22 @@ func (a *action) event() (*ghsink.Event, error) {
 	return ghsink.ParseEvent(name, payload, a.getenv("GITHUB_REPOSITORY"), a.getenv("GITHUB_SHA"))
 }
 
-// pullHeadSHA looks up a pull request's head commit (issue_comment payloads
-// do not carry it); "" when it cannot.
-func (a *action) pullHeadSHA(n int) string {
+// readPull reads pull request n through the API (issue_comment payloads
+// carry neither its head commit nor its branches); when it cannot, the
+// reason is kept for the warnings that depend on it.
+func (a *action) readPull(n int) {
 	var pr *gh.PullRequest
 	err := ghsink.Retry{}.Do(a.ctx, func(ctx context.Context) error {
 		var err error
-		pr, _, err = a.client.PullRequests.Get(ctx, a.ev.Owner, a.ev.Repo, n)
+		pr, _, err = a.reader.PullRequests.Get(ctx, a.ev.Owner, a.ev.Repo, n)
 		return err
 	})
 	if err != nil {
-		a.warn("could not read pull request #%d to find its head commit (the check run needs \"pull-requests: read\"): %v", n, err)
-		return ""
+		a.headProblem = fmt.Sprintf("pull request #%d could not be read", n)
+		a.warn("could not read pull request #%d, whose head commit the check run belongs to: %s", n, ghsink.APIErrorText(err))
+		return
 	}
-	return pr.GetHead().GetSHA()
+	a.ev.SetPull(pr)
 }
 
 // workspaceRoot is GITHUB_WORKSPACE, else the current directory.
@@ -500,10 +688,12 @@ func insideFolder(what, place, root, v string) (string, error) {
 	return real, nil
 }
 
-// prConfigAllowed are the settings a config file may supply on a pull
-// request event (pull_request, pull_request_target, a comment on a pull
-// request), where the checkout — and so the file — is the pull request
-// author's: what to do, never how it is isolated, checked or paid for.
+// prConfigAllowed are the settings a config file may supply on an event
+// that may run on a pull request's code (ghsink.Event.PullRequestCode:
+// pull_request*, a comment or review on a pull request, a workflow_run or
+// check suite started by one, merge_group), where the checkout — and so the
+// file — may be the pull request author's: what to do, never how it is
+// isolated, checked or paid for.
 var prConfigAllowed = []string{"prompt", "prompt-file", "workdir"}
 
 // prConfigKeys returns the settings of keys a config file may not supply
@@ -565,23 +755,11 @@ func splitItems(s string) []string {
 }
 
 // documentPath returns where the document is written and the path later
-// steps see. In a container action the runner mounts its temp folder's
-// _github_workflow at /github/workflow, so the document goes there and the
-// output names the host path under RUNNER_TEMP; elsewhere it goes to
-// RUNNER_TEMP (or the system temp folder).
+// steps see: RUNNER_TEMP (or the system temp folder), goalrun running on
+// the runner itself (the composite action), so both are the same.
 func documentPath(getenv func(string) string, checkName string) (write, shown string) {
-	name := "goalrun-" + ghsink.Slug(firstNonEmpty(checkName, "goalrun")) + ".json"
-	if getenv("GITHUB_WORKSPACE") == "/github/workspace" {
-		if fi, err := os.Stat("/github/workflow"); err == nil && fi.IsDir() {
-			write = filepath.Join("/github/workflow", name)
-			if rt := getenv("RUNNER_TEMP"); rt != "" {
-				return write, filepath.Join(rt, "_github_workflow", name)
-			}
-			return write, write
-		}
-	}
-	dir := firstNonEmpty(getenv("RUNNER_TEMP"), os.TempDir())
-	p := filepath.Join(dir, name)
+	name := "goalrun-" + checkSlug(checkName) + ".json"
+	p := filepath.Join(firstNonEmpty(getenv("RUNNER_TEMP"), os.TempDir()), name)
 	return p, p
 }
 
@@ -592,7 +770,14 @@ func (a *action) publishContext() context.Context {
 	if a.ctx.Err() != nil {
 		wait = publishGrace
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), wait)
+	ctx, cancel := sandbox.Detached(sandbox.WithPhase(a.ctx, sandbox.PhasePublish), wait)
+	if in := sandbox.InterruptOf(a.ctx); in != nil {
+		// A refused completion's two fallback steps (interruptFallbackWait
+		// each) run on their own deadlines: leave them their room.
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithDeadline(ctx, in.By(sandbox.PhasePublish).Add(-2*interruptFallbackWait))
+		go func() { <-ctx.Done(); c2() }()
+	}
 	go func() { <-ctx.Done(); cancel() }()
 	return ctx
 }
@@ -611,15 +796,15 @@ func (a *action) checkRun(maxIter int) *ghsink.CheckRun {
 	if a.client == nil {
 		return nil
 	}
-	if a.ev.HeadSHA == "" {
-		a.warn("no commit to attach the check run to (GITHUB_SHA is unset); the job summary carries the report")
-		return nil
+	if a.checkSHA == "" {
+		return nil // placeCheck said why
 	}
 	c := &ghsink.CheckRun{
 		Client: a.client, Owner: a.ev.Owner, Repo: a.ev.Repo,
-		Name: firstNonEmpty(a.input("check-name"), "goalrun"), HeadSHA: a.ev.HeadSHA,
+		Name: a.checkName(), HeadSHA: a.checkSHA,
 		DetailsURL: runURL(a.getenv), MaxIterations: maxIter, Retry: a.retry(),
 	}
+
 	if err := c.Start(a.ctx); err != nil {
 		a.warn("%v; the job summary carries the report instead", err)
 		return nil
@@ -628,6 +813,23 @@ func (a *action) checkRun(maxIter int) *ghsink.CheckRun {
 }
 
 // runURL is the workflow run's page, for the check run's details link.
+// compareURL is the web page that opens a pull request from branch into
+// base ("" when GITHUB_SERVER_URL is unset).
+func compareURL(getenv func(string) string, ev *ghsink.Event, base, branch string) string {
+	server := getenv("GITHUB_SERVER_URL")
+	if server == "" || ev.Owner == "" || ev.Repo == "" {
+		return ""
+	}
+	esc := func(ref string) string {
+		parts := strings.Split(ref, "/")
+		for i, p := range parts {
+			parts[i] = url.PathEscape(p)
+		}
+		return strings.Join(parts, "/")
+	}
+	return fmt.Sprintf("%s/%s/%s/compare/%s...%s?expand=1", server, url.PathEscape(ev.Owner), url.PathEscape(ev.Repo), esc(base), esc(branch))
+}
+
 func runURL(getenv func(string) string) string {
 	server, repo, id := getenv("GITHUB_SERVER_URL"), getenv("GITHUB_REPOSITORY"), getenv("GITHUB_RUN_ID")
 	if server == "" || repo == "" || id == "" {
@@ -638,7 +840,7 @@ func runURL(getenv func(string) string) string {
 
 func (a *action) comment(mode string) *ghsink.Comment {
 	return &ghsink.Comment{Client: a.client, Owner: a.ev.Owner, Repo: a.ev.Repo, Number: a.ev.Number,
-		Mode: mode, Key: firstNonEmpty(a.input("check-name"), "goalrun"), Retry: a.retry()}
+		Mode: mode, Key: a.checkName(), Retry: a.retry()}
 }
 
 // stickyComment is the report's comment; in sticky mode it edits only a
@@ -661,31 +863,55 @@ func (a *action) stickyComment(ctx context.Context, mode string, check *ghsink.C
 // exit code.
 func (a *action) publish(doc report.Document, check *ghsink.CheckRun) {
 	ctx := a.publishContext()
+	rc := a.reportContext()
+	// The fix pull request first: the other reports link it.
+	var fix *ghsink.FixPR
+	if open, _ := strconv.ParseBool(a.input("open-pr")); open {
+		rc.OpenPR = true
+		if a.client != nil {
+			fix = a.fixPR()
+			own := *rc
+			own.InFixPR = true
+			fix.Render = own.Render(ghsink.PullBodyBytes-4096, false)
+			if fix.Skipped == "" {
+				for _, err := range ghsink.Publish(ctx, doc, fix) {
+					a.report(err)
+				}
+			}
+			rc.FixURL, rc.FixNumber, rc.FixSkipped = fix.URL, fix.Number, fix.Skipped
+			if fix.Pushed && fix.URL == "" {
+				// The pull request was refused after the branch was pushed.
+				rc.FixBranch, rc.FixBranchURL = fix.Branch, compareURL(a.getenv, a.ev, fix.BaseBranch, fix.Branch)
+			}
+			if fix.URL == "" && fix.Skipped == "" {
+				rc.FixSkipped = "the fix pull request could not be made, see the warnings"
+			}
+		}
+	}
 	var pubs []ghsink.Publisher
 	if check != nil {
+		if a.ctx.Err() != nil {
+			check.FallbackWait = interruptFallbackWait
+		}
+		check.Render = rc.Render(ghsink.CheckSummaryBytes, false)
+		if why := a.changeNotOnCommit(doc); why != "" {
+			check.ChangeNotOnCommit = why
+			if doc.Conclusion == report.ConclusionSuccess || doc.Conclusion == report.ConclusionNeutral {
+				a.gha.Noticef("the check run %q on %s concludes action_required: %s (the commit's own code failed the check)", a.checkName(), short(check.HeadSHA), why)
+			}
+		}
 		pubs = append(pubs, check)
 	}
 	mode := firstNonEmpty(a.input("comment"), ghsink.CommentSticky)
 	var comment *ghsink.Comment
-	if a.client != nil && a.ev.Number != 0 && mode != ghsink.CommentOff {
+	if a.client != nil && a.ev.Number != 0 && (mode != ghsink.CommentOff || a.ackID != 0) {
 		comment = a.stickyComment(ctx, mode, check)
+		comment.ID = a.ackID // a /goalrun trigger's own comment becomes its report
+		comment.Render = rc.Render(ghsink.CommentBodyBytes-256, false)
 		pubs = append(pubs, comment)
 	}
-	var fix *ghsink.FixPR
-	if open, _ := strconv.ParseBool(a.input("open-pr")); open && a.client != nil {
-		name := firstNonEmpty(a.input("check-name"), "goalrun")
-		fix = &ghsink.FixPR{
-			Client: a.client, Owner: a.ev.Owner, Repo: a.ev.Repo,
-			Workspace: a.workspaceRoot(), BaseSHA: a.ev.SHA,
-			BaseBranch: firstNonEmpty(a.input("base-branch"), a.ev.DefaultBranch, a.getenv("GITHUB_REF_NAME")),
-			Branch:     firstNonEmpty(a.input("pr-branch-prefix"), "goalrun") + "/" + ghsink.Slug(name),
-			Title:      "goalrun: " + name + " passes again",
-			Retry:      a.retry(),
-		}
-		pubs = append(pubs, fix)
-	}
 	for _, err := range ghsink.Publish(ctx, doc, pubs...) {
-		a.warn("%v", err)
+		a.report(err)
 	}
 	if comment != nil {
 		for _, w := range comment.Warnings {
@@ -708,13 +934,173 @@ func (a *action) publish(doc report.Document, check *ghsink.CheckRun) {
 		}
 	}
 	if a.summary {
-		s := &ghsink.StepSummary{Path: a.getenv("GITHUB_STEP_SUMMARY"), Notes: a.notes}
+		s := &ghsink.StepSummary{Path: a.getenv("GITHUB_STEP_SUMMARY"), Notes: a.notes, Notices: a.notices,
+			Render: rc.Render(ghsink.StepSummaryBytes/2, true)}
 		if err := s.Publish(ctx, doc); err != nil {
 			a.gha.Warningf("%v", err)
 		}
 	}
 	a.writeOutputs(ghsink.OutputValues(doc, a.docShown, prURL))
 	fmt.Fprintf(a.log.Untrusted(), "goalrun: %s\ndocument: %s\n", report.Headline(doc), a.docShown)
+}
+
+// reportContext is what the reports say beyond the document: the job run,
+// who asked (comment runs), the agent's changes in detail.
+func (a *action) reportContext() *ghsink.ReportContext {
+	rc := &ghsink.ReportContext{RunURL: runURL(a.getenv), Requester: a.requester, Fork: a.ev != nil && a.ev.Fork}
+	if d := a.diff; d != nil {
+		rel, err := filepath.Rel(a.workspaceRoot(), a.diffRoot)
+		prefix := ""
+		if err == nil && !escapes(rel) && rel != "." {
+			prefix = filepath.ToSlash(rel) + "/"
+		}
+		for _, f := range d.Files {
+			rc.Files = append(rc.Files, ghsink.FileStat{Path: prefix + f.Path, Status: f.Status,
+				Insertions: f.Insertions, Deletions: f.Deletions, Binary: f.Binary})
+		}
+		rc.Patch, rc.PatchCut = d.Patch, d.PatchCut
+	}
+	return rc
+}
+
+// acknowledge answers an allowed /goalrun comment at once: a reaction on
+// it and, unless comment is off, a "working on it" reply that names who
+// asked for what and becomes the run's report (ackID). Failures are
+// warnings: the run goes on.
+func (a *action) acknowledge(prompt string) {
+	c := a.ev.Comment
+	a.requester = &ghsink.Requester{Login: c.Login, Prompt: prompt, CommentURL: c.URL}
+	if a.client == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
+	defer cancel()
+	retry := ghsink.Retry{Attempts: 3, MaxWait: 5 * time.Second}
+	if err := ghsink.React(ctx, a.client, a.ev, "eyes", retry); err != nil {
+		a.warn("%v", err)
+	}
+	if firstNonEmpty(a.input("comment"), ghsink.CommentSticky) == ghsink.CommentOff || a.ev.Number == 0 {
+		return
+	}
+	what := "the workflow's task"
+	if strings.TrimSpace(prompt) != "" {
+		what = "“" + report.MarkdownText(report.Cap(report.Fold(prompt), 300)) + "”"
+	}
+	body := fmt.Sprintf("⏳ goalrun is working on @%s's request: %s.", c.Login, what)
+	if u := runURL(a.getenv); u != "" {
+		body += " Follow it in the [job run](" + u + ")."
+	}
+	body += " This comment becomes the report when the run ends."
+	cm := a.comment(ghsink.CommentNew)
+	cm.Retry = retry
+	if err := cm.Say(ctx, body); err != nil {
+		a.warn("could not post the \"working on it\" reply: %v", err)
+		return
+	}
+	a.ackID = cm.ID
+}
+
+// reportPatchBytes is how much of the unified diff the action keeps for
+// the report (the comment and check run show a capped part of it).
+const reportPatchBytes = 512 << 10
+
+// fixPR is the fix pull request for this run, based on the ref the run
+// started from: on a pull request (or a comment on one), the pull
+// request's head — the fix commit's parent is its head commit and the fix
+// pull request is opened into its head branch, so it holds only the
+// agent's change; when the workspace held another commit (the merge
+// checkout, a head that moved on), FixPR.CheckoutSHA makes sure every file
+// the agent changed is the same there and on the head. Otherwise the
+// commit the workspace holds and its branch (HEAD's branch, else
+// GITHUB_REF's when the workspace is the workflow's commit, else the
+// default branch); on a /goalrun comment on a plain issue, a branch of its
+// own per issue and "Fixes #N". The base-branch input names the pull
+// request's base instead. Skipped is set when it cannot be made (a fork's
+// head branch, the agent's changes or the tested commit unknown, a pull
+// request whose code was not checked out).
+func (a *action) fixPR() *ghsink.FixPR {
+	name := a.checkName()
+	prefix := firstNonEmpty(a.input("pr-branch-prefix"), "goalrun")
+	ev, t := a.ev, a.tested
+	fix := &ghsink.FixPR{
+		Client: a.client, Owner: ev.Owner, Repo: ev.Repo,
+		Workspace: a.workspaceRoot(), BaseSHA: t.sha, CheckoutSHA: t.sha,
+		Branch: prefix + "/" + checkSlug(name),
+		Title:  "goalrun: " + name + " passes again",
+		Retry:  a.retry(),
+	}
+	switch {
+	case t.sha == "":
+		fix.Skipped = "the commit the workspace holds is not known (" + t.why + "), so the agent's change cannot be laid on it"
+	case ev.IsPullRequest && ev.Fork:
+		fix.Skipped = fmt.Sprintf("the pull request's head branch is in the fork %s, which this workflow's token cannot push to; the agent's change is in the report",
+			firstNonEmpty(ev.HeadRepo, "(deleted)"))
+	case ev.IsPullRequest && (ev.HeadRef == "" || ev.HeadSHA == ""):
+		fix.Skipped = fmt.Sprintf("the head branch of pull request #%d is not known", ev.Number)
+	case ev.IsPullRequest && t.sha != ev.HeadSHA && !t.merge && t.sha == ev.SHA:
+		// pull_request_target's default checkout (the base branch), or a
+		// comment bot that never checked out the pull request.
+		fix.Skipped = fmt.Sprintf("the workspace holds the workflow's own commit %s (%s on %s), not pull request #%d's code, so the agent's change is not a fix for it (check out its head: actions/checkout with ref: ${{ github.event.pull_request.head.sha }}, or refs/pull/%d/head for a comment)",
+			short(t.sha), firstNonEmpty(ev.Ref, "GITHUB_SHA"), ev.Name, ev.Number, ev.Number)
+	case ev.IsPullRequest:
+		fix.BaseSHA = ev.HeadSHA
+		fix.BaseBranch = firstNonEmpty(a.input("base-branch"), ev.HeadRef)
+		fix.Branch = prefix + "/pr-" + strconv.Itoa(ev.Number) + "-" + checkSlug(name)
+		fix.Title = fmt.Sprintf("goalrun: %s passes again on #%d", name, ev.Number)
+	default:
+		fix.BaseBranch = firstNonEmpty(a.input("base-branch"), t.branch)
+		if fix.BaseBranch == "" && t.sha == ev.SHA {
+			fix.BaseBranch = firstNonEmpty(refBranch(ev.Ref), ev.DefaultBranch)
+		}
+		if fix.BaseBranch == "" {
+			fix.Skipped = fmt.Sprintf("the workspace holds the detached commit %s, not the workflow's commit %s, so no branch says where a fix for it goes: set base-branch",
+				short(t.sha), short(ev.SHA))
+		}
+		if ev.Comment != nil && ev.Number != 0 {
+			// A plain issue: one branch per issue, and merging closes it.
+			fix.Branch = prefix + "/issue-" + strconv.Itoa(ev.Number) + "-" + checkSlug(name)
+			fix.Title = fmt.Sprintf("goalrun: fix for #%d", ev.Number)
+			fix.Fixes = ev.Number
+		}
+	}
+	if fix.Skipped == "" {
+		paths, err := a.changedPaths()
+		if err != nil {
+			fix.Skipped = err.Error()
+		}
+		fix.Paths = paths
+	}
+	return fix
+}
+
+// refBranch is the branch of a ref ("dev" for refs/heads/dev), "" for any
+// other ref (a tag, a pull request's merge ref).
+func refBranch(ref string) string {
+	if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
+		return b
+	}
+	return ""
+}
+
+// changedPaths returns the agent's changed paths relative to the
+// workspace root (the fix commit's paths).
+func (a *action) changedPaths() ([]ghsink.ChangedPath, error) {
+	if a.diff == nil {
+		return nil, errors.New("the agent's changes are not known in detail, so none are committed")
+	}
+	rel, err := filepath.Rel(a.workspaceRoot(), a.diffRoot)
+	if err != nil || escapes(rel) {
+		return nil, fmt.Errorf("the changes were tracked in %s, outside the repository checkout %s", a.diffRoot, a.workspaceRoot())
+	}
+	out := []ghsink.ChangedPath{}
+	for _, f := range a.diff.Files {
+		p := f.Path
+		if rel != "." {
+			p = filepath.ToSlash(rel) + "/" + p
+		}
+		out = append(out, ghsink.ChangedPath{Path: p, Deleted: f.Status == goal.StatusDeleted})
+	}
+	return out, nil
 }
 
 func (a *action) writeOutputs(values map[string]string) {
@@ -737,17 +1123,18 @@ func (a *action) writeSkipped() {
 // input): the document file, a completed check run when one can be made, the
 // job summary, the outputs; then the exit code.
 func (a *action) startupFailure(doc report.Document) int {
+	doc = actionWords(doc)
 	a.gha.Errorf("goalrun: %s", doc.Message)
 	if err := os.WriteFile(a.docPath, append(report.Encode(doc), '\n'), 0o644); err != nil {
 		a.gha.Warningf("could not write the document %s: %v", a.docPath, err)
 	}
 	var check *ghsink.CheckRun
-	if a.ev != nil && a.client != nil && a.ev.HeadSHA != "" {
+	if a.ev != nil && a.client != nil && a.checkSHA != "" {
 		check = a.checkRun(0)
 	}
 	if a.ev == nil {
 		a.ev = &ghsink.Event{}
 	}
 	a.publish(doc, check)
-	return exitCodeFor(doc)
+	return a.stuckExit(exitCodeFor(doc))
 }

@@ -3,11 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,43 +23,28 @@ import (
 	"github.com/goalrun/goalrun/report/github/githubtest"
 )
 
-// runnerImageTag is the job container image act runs the workflow in,
-// standing in for ubuntu-latest: busybox, plus a /bin/bash that runs
-// busybox sh (act runs `run:` steps with `bash --noprofile --norc -e -o
-// pipefail FILE`).
-const runnerImageTag = "goalrun-test-github-runner:busybox-all"
-
-// bashShim accepts the options act gives bash and runs busybox sh.
-const bashShim = `#!/bin/sh
-# goalrun test runner image: bash stand-in for act's run: steps.
-args=""
-for a in "$@"; do
-  case "$a" in
-    --noprofile|--norc) ;;
-    *) args="$args '$(printf '%s' "$a" | sed "s/'/'\\\\''/g")'" ;;
-  esac
-done
-eval "exec /bin/busybox sh $args"
-`
-
-func ensureRunnerImage(t *testing.T) string {
+// requireDocker skips (or, with GOALRUN_REQUIRE_DOCKER=1, fails) when no
+// Docker Engine answers the docker CLI.
+func requireDocker(t *testing.T) {
 	t.Helper()
-	if imageExists(runnerImageTag) {
-		return runnerImageTag
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "version", "--format", "{{.Server.APIVersion}}").CombinedOutput()
+	if err == nil {
+		return
 	}
-	root := busyboxRoot(t)
-	_ = os.Remove(filepath.Join(root, "bin", "bash")) // not a busybox applet, but be sure
-	if err := os.WriteFile(filepath.Join(root, "bin", "bash"), []byte(bashShim), 0o755); err != nil {
-		t.Fatal(err)
+	msg := fmt.Sprintf("docker engine unavailable (docker version: %v: %s)", err, bytes.TrimSpace(out))
+	if os.Getenv("GOALRUN_REQUIRE_DOCKER") == "1" {
+		t.Fatal(msg)
 	}
-	if err := os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755); err != nil {
-		t.Fatal(err)
+	t.Skip(msg)
+}
+
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	if _, err := os.Lstat(filepath.Join(root, "usr", "bin", "env")); err != nil {
-		_ = os.Symlink("/bin/busybox", filepath.Join(root, "usr", "bin", "env"))
-	}
-	importImage(t, runnerImageTag, root, "", "ENV PATH=/usr/bin:/bin")
-	return runnerImageTag
+	return "…" + s[len(s)-n:]
 }
 
 // actBinary is nektos/act: GOALRUN_ACT_BIN (.ci/run installs it), else PATH.
@@ -72,16 +64,88 @@ func actBinary(t *testing.T) string {
 	return ""
 }
 
-// adaptExample returns examples/workflows/pr-check.yml with the goalrun
-// step's inputs replaced by ones that run offline here (the command agent
-// and a busybox check in the Docker sandbox, with the test's sandbox image)
-// and the example's "Build the sandbox image" step reduced to an echo: its
-// Dockerfile starts from public images, which cannot be pulled here, and
-// the stand-in runner image has no docker CLI. Every other line stays as it
-// is. The example must have that build step and pass its tag as image.
-func adaptExample(t *testing.T, with map[string]string) []byte {
+// testRelease is a release of the action as .github/workflows/release.yml
+// makes one, on this machine: a static goalrun for this platform, and the
+// action's files with dist/VERSION and dist/SHA256SUMS.
+type testRelease struct {
+	version   string
+	actionDir string // action.yml, action/launch.sh, dist/
+	assets    string // the release's downloadable files, under <version>/
+	binary    string // the goalrun in it
+}
+
+const testReleaseVersion = "v0.0.0-test"
+
+// makeRelease builds the static goalrun with release.yml's flags and lays
+// out the release. sums, when not nil, replaces dist/SHA256SUMS' content.
+func makeRelease(t *testing.T, sums []byte) testRelease {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "workflows", "pr-check.yml"))
+	tmp := t.TempDir()
+	r := testRelease{version: testReleaseVersion, actionDir: filepath.Join(tmp, "action-repo"), assets: filepath.Join(tmp, "assets")}
+	name := "goalrun-" + runtime.GOOS + "-" + runtime.GOARCH
+	r.binary = filepath.Join(r.assets, r.version, name)
+	if err := os.MkdirAll(filepath.Dir(r.binary), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+r.version, "-o", r.binary, ".")
+	build.Env = append(baseEnv(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the release binary: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(r.binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	if sums == nil {
+		sums = []byte(hex.EncodeToString(sum[:]) + "  " + name + "\n")
+	}
+	for rel, content := range map[string][]byte{
+		"dist/VERSION":    []byte(r.version + "\n"),
+		"dist/SHA256SUMS": sums,
+	} {
+		p := filepath.Join(r.actionDir, rel)
+		_ = os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rel := range []string{"action.yml", "action/launch.sh"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(r.actionDir, rel)
+		_ = os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// serve serves the release's assets like GitHub's release downloads and
+// counts the requests.
+func (r testRelease) serve(t *testing.T) (url string, downloads *atomic.Int64) {
+	t.Helper()
+	downloads = new(atomic.Int64)
+	fs := http.FileServer(http.Dir(r.assets))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		downloads.Add(1)
+		fs.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, downloads
+}
+
+// adaptMinimal returns examples/workflows/minimal.yml with only what cannot
+// run offline here replaced: the agent CLI's npm install becomes an echo
+// (the agent is the command agent, so no model is needed) and the goalrun
+// step's with: gains the inputs in extra. Everything else — the checkout,
+// uses: goalrun/goalrun@v1, the key from secrets, until — stays as written.
+func adaptMinimal(t *testing.T, extra map[string]string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "workflows", "minimal.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,27 +153,26 @@ func adaptExample(t *testing.T, with map[string]string) []byte {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	found, built, tagged := false, false, false
+	installs, goalruns := 0, 0
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
 		if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == "run" && strings.Contains(n.Content[i+1].Value, "docker build -t "+exampleSandboxTag) {
-					built = true
-					n.Content[i+1].Value = `echo "sandbox image: built by the test, not from examples/sandbox/Dockerfile"`
-					n.Content[i+1].Style = 0
+				k, v := n.Content[i], n.Content[i+1]
+				if k.Value == "run" && strings.HasPrefix(v.Value, "npm install --global ") {
+					installs++
+					v.Value = `echo "the agent is the command agent here: nothing to install"`
 				}
-				if n.Content[i].Value == "uses" && strings.HasPrefix(n.Content[i+1].Value, "goalrun/goalrun@") {
-					found = true
+				if k.Value == "uses" && strings.HasPrefix(v.Value, "goalrun/goalrun@") {
+					goalruns++
 					for j := 0; j+1 < len(n.Content); j += 2 {
-						if n.Content[j].Value == "with" {
-							var orig map[string]string
-							_ = n.Content[j+1].Decode(&orig)
-							tagged = orig["image"] == exampleSandboxTag
-							var w yaml.Node
-							m, _ := yaml.Marshal(with)
-							_ = yaml.Unmarshal(m, &w)
-							n.Content[j+1] = w.Content[0]
+						if n.Content[j].Value != "with" {
+							continue
+						}
+						with := n.Content[j+1]
+						for name, val := range extra {
+							with.Content = append(with.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: name},
+								&yaml.Node{Kind: yaml.ScalarNode, Value: val, Style: yaml.DoubleQuotedStyle})
 						}
 					}
 				}
@@ -120,11 +183,8 @@ func adaptExample(t *testing.T, with map[string]string) []byte {
 		}
 	}
 	walk(&doc)
-	if !found {
-		t.Fatal("examples/workflows/pr-check.yml has no goalrun/goalrun@ step")
-	}
-	if !built || !tagged {
-		t.Fatalf("examples/workflows/pr-check.yml: build step with docker build -t %s: %v; goalrun step with image: %s: %v", exampleSandboxTag, built, exampleSandboxTag, tagged)
+	if installs != 1 || goalruns != 1 {
+		t.Fatalf("examples/workflows/minimal.yml: %d npm install steps and %d goalrun steps, want one each", installs, goalruns)
 	}
 	out, err := yaml.Marshal(&doc)
 	if err != nil {
@@ -133,45 +193,34 @@ func adaptExample(t *testing.T, with map[string]string) []byte {
 	return out
 }
 
-// TestActPRCheckExample runs the PR-check example workflow under nektos/act,
-// a real third-party runner, offline: the job container is a locally built
-// image (-P ubuntu-latest=… --pull=false), actions/checkout is served from
-// the local repository (act copies the working folder instead of running
-// it), goalrun/goalrun@v1 is this repository (--local-repository), which
-// act builds from its Dockerfile and runs as a container action with the
-// host's Docker socket. The check run in githubtest must complete with the
-// document.
-func TestActPRCheckExample(t *testing.T) {
+// TestActMinimalWorkflow runs the README's minimal workflow
+// (examples/workflows/minimal.yml) under nektos/act, a real third-party
+// runner, with this machine as a self-hosted runner (-P
+// ubuntu-latest=-self-hosted): goalrun runs on the runner as it does on
+// GitHub's, with the runner's PATH, its Go toolchain (the check `go test
+// ./...` runs in the Docker sandbox on the runner's Go, no image built) and
+// its Docker Engine. The action is this repository laid out as a release
+// (--local-repository goalrun/goalrun@v1=…): action/launch.sh downloads the
+// static goalrun from a local release server (GOALRUN_RELEASE_URL) and runs
+// it only because its SHA-256 is the one dist/SHA256SUMS lists. The check
+// run in githubtest must complete with the document, and the comment carry
+// the report.
+func TestActMinimalWorkflow(t *testing.T) {
 	requireDocker(t)
 	act := actBinary(t)
-	ensureGoImage(t)
-	runner := ensureRunnerImage(t)
-	sbImage := ensureSandboxImage(t)
-	actionDir := buildContext(t)
+	rel := makeRelease(t, nil)
+	releaseURL, downloads := rel.serve(t)
 
 	srv := githubtest.NewServer(t, "octo-org/demo")
-	files := map[string]githubtest.File{
-		"check.sh": {Content: []byte("#!/bin/sh\ngrep -q fixed state\n"), Mode: githubtest.ModeExecutable},
-		"state":    {Content: []byte("broken\n")},
-	}
-	head := srv.Seed("main", files, "base")
+	head := seedDemo(t, srv)
 	srv.AddIssue(17)
 
 	tmp := t.TempDir()
 	repo := filepath.Join(tmp, "repo")
-	for name, f := range files {
-		p := filepath.Join(repo, name)
-		_ = os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, f.Content, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wf := adaptExample(t, map[string]string{
-		"agent": "command", "agent-bin": "echo fixed > state", "until": "sh check.sh", "prompt": "fix the state file",
-		"sandbox": "docker", "image": sbImage, "network": "none", "max-iterations": "3",
-	})
+	copyDir(t, filepath.Join("..", "..", "examples", "demo"), repo)
+	wf := adaptMinimal(t, map[string]string{"agent": "command", "agent-bin": "sh fix.sh", "max-iterations": "3"})
 	_ = os.MkdirAll(filepath.Join(repo, ".github", "workflows"), 0o755)
-	if err := os.WriteFile(filepath.Join(repo, ".github", "workflows", "pr-check.yml"), wf, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(repo, ".github", "workflows", "minimal.yml"), wf, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// act reads the repository's git metadata; this is a folder the test
@@ -198,58 +247,143 @@ func TestActPRCheckExample(t *testing.T) {
 	home := filepath.Join(tmp, "home")
 	_ = os.MkdirAll(home, 0o755)
 	// act asks for a default image on its first run unless ~/.actrc exists.
-	_ = os.WriteFile(filepath.Join(home, ".actrc"), []byte("-P ubuntu-latest="+runner+"\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(home, ".actrc"), []byte("-P ubuntu-latest=-self-hosted\n"), 0o644)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, act, "pull_request",
-		"-W", ".github/workflows/pr-check.yml", "-e", eventPath,
-		"-P", "ubuntu-latest="+runner, "--pull=false", "--action-offline-mode", "--rm",
-		"--local-repository", "goalrun/goalrun@v1="+actionDir,
+		"-W", ".github/workflows/minimal.yml", "-e", eventPath,
+		"-P", "ubuntu-latest=-self-hosted", "--action-offline-mode",
+		"--local-repository", "goalrun/goalrun@v1="+rel.actionDir,
 		"--env", "GITHUB_API_URL="+srv.URL, "--env", "GITHUB_REPOSITORY=octo-org/demo",
-		"-s", "GITHUB_TOKEN="+testToken, "--action-cache-path", filepath.Join(tmp, "act-cache"),
-		"--cache-server-path", filepath.Join(tmp, "actcache"))
+		"--env", "GOALRUN_RELEASE_URL="+releaseURL,
+		"-s", "GITHUB_TOKEN="+testToken, "-s", "ANTHROPIC_API_KEY=sk-ant-test-unused",
+		"--action-cache-path", filepath.Join(tmp, "act-cache"), "--cache-server-path", filepath.Join(tmp, "actcache"))
 	cmd.Dir = repo
-	cmd.Env = append(baseEnv(), "HOME="+home, "DOCKER_HOST=unix:///var/run/docker.sock")
+	cmd.Env = append(baseEnv(), "HOME="+home)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	runErr := cmd.Run()
-	t.Cleanup(func() { removeActLeftovers(t) })
 	log := out.String()
+	if runErr != nil {
+		t.Errorf("act failed: %v\n%s", runErr, lastBytes(log, 8000))
+	}
+	if strings.Contains(log, "building goalrun from source") || downloads.Load() != 1 {
+		t.Errorf("goalrun was not downloaded once from the release (%d downloads):\n%s", downloads.Load(), lastBytes(log, 4000))
+	}
 	runs := srv.CheckRuns()
 	if len(runs) != 1 {
-		t.Fatalf("act: %v; %d check runs, want 1\n%s", runErr, len(runs), lastBytes(log, 8000))
+		t.Fatalf("%d check runs, want 1\n%s", len(runs), lastBytes(log, 8000))
 	}
 	run := runs[0]
 	if run.Status != "completed" || run.HeadSHA != head || !strings.Contains(run.Summary, "goalrun/1 document") {
 		t.Fatalf("check run %+v\n%s", run, lastBytes(log, 8000))
 	}
-	if run.Conclusion != "success" {
-		t.Errorf("conclusion %q (the document is in the summary):\n%s\n%s", run.Conclusion, lastBytes(run.Summary, 3000), lastBytes(log, 6000))
+	// The head's own tests failed and the agent fixed them in the
+	// discarded workspace: the check run asks for that fix.
+	if run.Conclusion != "action_required" {
+		t.Errorf("conclusion %q:\n%s\n%s", run.Conclusion, lastBytes(run.Summary, 3000), lastBytes(log, 6000))
 	}
-	if runErr != nil {
-		t.Errorf("act failed: %v\n%s", runErr, lastBytes(log, 8000))
+	// The check ran in the Docker sandbox on the runner's Go toolchain:
+	// mounted itself, or inside the runner's /usr, mounted read-only.
+	goroot := runtime.GOROOT()
+	goMounted := strings.Contains(run.Summary, goroot) || strings.HasPrefix(goroot, "/usr/") && strings.Contains(run.Summary, "/usr:ro")
+	if !strings.Contains(run.Summary, "mode docker") || !goMounted {
+		t.Errorf("the report does not show a Docker sandbox with the runner's Go mounted:\n%s", lastBytes(run.Summary, 3000))
 	}
-	if !strings.Contains(log, "passed=true grounded=true") {
-		t.Errorf("the example's next step did not see the outputs:\n%s", lastBytes(log, 4000))
+	if c := srv.Comments(17); len(c) != 1 || !strings.Contains(c[0].Body, "goal met") {
+		t.Errorf("comments on #17: %+v", c)
 	}
 }
 
-// removeActLeftovers removes what act made for this test's workflow (its job
-// container and volumes are named after the workflow and job) and the
-// action image it built.
-func removeActLeftovers(t *testing.T) {
-	const prefix = "act-goalrun-PR-check-goalrun"
-	if ids, err := exec.Command("docker", "ps", "-aq", "--filter", "name="+prefix).Output(); err == nil {
-		for _, id := range strings.Fields(string(ids)) {
-			_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
-		}
+// TestLaunchRefusesWrongChecksum: a downloaded goalrun whose SHA-256 is not
+// the one dist/SHA256SUMS lists is never run (exit 3, an error naming both
+// sums), also when a binary of that name already sits in the tool cache.
+func TestLaunchRefusesWrongChecksum(t *testing.T) {
+	name := "goalrun-" + runtime.GOOS + "-" + runtime.GOARCH
+	rel := makeRelease(t, []byte(strings.Repeat("0", 64)+"  "+name+"\n"))
+	url, downloads := rel.serve(t)
+	toolCache := t.TempDir()
+	cached := filepath.Join(toolCache, "goalrun", rel.version, runtime.GOOS+"-"+runtime.GOARCH, "goalrun")
+	_ = os.MkdirAll(filepath.Dir(cached), 0o755)
+	if err := os.WriteFile(cached, []byte("#!/bin/sh\ntouch \"$MARK\"\n"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if vols, err := exec.Command("docker", "volume", "ls", "-q", "--filter", "name="+prefix).Output(); err == nil {
-		for _, v := range strings.Fields(string(vols)) {
-			_ = exec.Command("docker", "volume", "rm", "-f", v).Run()
-		}
+	mark := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command("bash", filepath.Join(rel.actionDir, "action", "launch.sh"))
+	cmd.Env = append(baseEnv(), "GITHUB_ACTION_PATH="+rel.actionDir, "GOALRUN_RELEASE_URL="+url, "RUNNER_OS=Linux", "RUNNER_ARCH="+runnerArch(),
+		"RUNNER_TOOL_CACHE="+toolCache, "RUNNER_TEMP="+t.TempDir(), "MARK="+mark)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err == nil || !asExit(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("launch.sh: %v, want exit 3\n%s", err, out)
 	}
-	_ = exec.Command("docker", "rmi", "-f", "act-goalrun-goalrun-v1-dockeraction:latest").Run()
-	_ = exec.Command("docker", "volume", "rm", "-f", "act-toolcache").Run() // act's tool cache, empty here
+	if !strings.Contains(string(out), "::error::goalrun: the download") || !strings.Contains(string(out), "it was not run") {
+		t.Errorf("output:\n%s", out)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("a binary with the wrong checksum ran")
+	}
+	if downloads.Load() != 1 {
+		t.Errorf("%d downloads, want 1", downloads.Load())
+	}
+}
+
+// runnerArch is RUNNER_ARCH as a runner of this test's platform sets it.
+func runnerArch() string {
+	return map[string]string{"amd64": "X64", "arm64": "ARM64"}[runtime.GOARCH]
+}
+
+func asExit(err error, ee **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	*ee = e
+	return ok
+}
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	r, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestLaunchBuildsFromSource: on a ref that is not a release (no dist/, as
+// this checkout), launch.sh builds goalrun from the action's checkout with
+// the runner's Go, says so in a notice, and runs it as `goalrun action`
+// (which, outside a workflow, stops with its own bad-input error); without
+// Go on PATH it fails naming both ways out.
+func TestLaunchBuildsFromSource(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "dist", "VERSION")); err == nil {
+		t.Skip("this checkout is a release commit")
+	}
+	launch := filepath.Join(root, "action", "launch.sh")
+	runnerTemp := t.TempDir()
+	cmd := exec.Command("bash", launch)
+	cmd.Env = append(baseEnv(), "GITHUB_ACTION_PATH="+root, "RUNNER_TEMP="+runnerTemp, "GITHUB_ACTION_REF=main")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "::notice::goalrun: main is not a release ref; building goalrun from source") {
+		t.Errorf("no notice about the source build:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(runnerTemp, "goalrun-source-build", "goalrun")); err != nil {
+		t.Errorf("no binary built: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "GITHUB_EVENT_NAME is not set") {
+		t.Errorf("the built goalrun did not run as goalrun action:\n%s", out)
+	}
+
+	noGo := exec.Command("bash", launch)
+	noGo.Env = []string{"PATH=/usr/bin:/bin", "GITHUB_ACTION_PATH=" + root, "RUNNER_TEMP=" + t.TempDir()}
+	if _, err := exec.LookPath("/usr/bin/go"); err == nil {
+		t.Skip("/usr/bin/go exists: cannot make a PATH without Go")
+	}
+	out, err = noGo.CombinedOutput()
+	var ee *exec.ExitError
+	if !asExit(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), "pin a release tag") || !strings.Contains(string(out), "actions/setup-go") {
+		t.Errorf("without Go: %v\n%s", err, out)
+	}
 }

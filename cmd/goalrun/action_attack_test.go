@@ -251,7 +251,9 @@ func TestActionCompletionFailure(t *testing.T) {
 	srv := githubtest.NewServer(t, "octo-org/demo")
 	head := seedDemo(t, srv)
 	srv.AddIssue(17)
-	srv.Fail("checks/update", githubtest.Fault{Status: 422, Message: "Validation Failed", When: `"conclusion":"success"`})
+	// The agent's new file is not on the head: the completion says
+	// action_required.
+	srv.Fail("checks/update", githubtest.Fault{Status: 422, Message: "Validation Failed", When: `"conclusion":"action_required"`})
 	r := newRunner(t, srv, "pull_request", "pull_request.opened.json", setHead(head),
 		map[string]string{"agent": "command", "agent-bin": "touch fixed", "until": "test -f fixed", "sandbox": "local", "prompt": "x"})
 	res := r.run()
@@ -355,6 +357,22 @@ func TestActionPRConfigKeys(t *testing.T) {
 		{"pull request: budget from the file", "pull_request", "pull_request.opened.json", "max-iterations: 1000\ntimeout: 24h\n", nil, exitBadInput,
 			`sets max-iterations, timeout on a pull request event`},
 		{"pull request: the task from the file", "pull_request", "pull_request.opened.json", "prompt: make the test pass\n", nil, exitMet, ""},
+		{"pull request review: isolation from the file", "pull_request_review", "pull_request_review.submitted.fork.json", "sandbox: local\nagent-bin: touch pwned\n", nil, exitBadInput,
+			`sets agent-bin, sandbox on a pull request event (pull_request_review)`},
+		{"workflow_run after a pull request: isolation from the file", "workflow_run", "workflow_run.completed.pr.json", "sandbox: local\nagent-bin: touch pwned\n", nil, exitBadInput,
+			`sets agent-bin, sandbox on a pull request event (workflow_run)`},
+		{"workflow_run after a fork's pull request: isolation from the file", "workflow_run", "workflow_run.completed.fork.json", "sandbox: local\nagent-bin: touch pwned\n", nil, exitBadInput,
+			`sets agent-bin, sandbox on a pull request event (workflow_run)`},
+		{"merge queue: isolation from the file", "merge_group", "merge_group.checks_requested.json", "sandbox: local\nagent-bin: touch pwned\n", nil, exitBadInput,
+			`sets agent-bin, sandbox on a pull request event (merge_group)`},
+		{"check suite of a pull request: isolation from the file", "check_suite", "check_suite.rerequested.pr.json", "sandbox: local\nagent-bin: touch pwned\n", nil, exitBadInput,
+			`sets agent-bin, sandbox on a pull request event (check_suite)`},
+		{"comment on a pull request: isolation from the file", "issue_comment", "issue_comment.pr.created.json", "sandbox: local\nagent-bin: touch pwned\n", nil, exitBadInput,
+			`sets agent-bin, sandbox on a pull request event (issue_comment)`},
+		{"deployment status of a preview branch: isolation from the file", "deployment_status", "deployment_status.preview.json", "sandbox: local\nagent-bin: touch pwned\n", nil, exitBadInput,
+			`sets agent-bin, sandbox on a pull request event (deployment_status)`},
+		{"workflow_run after a push: the file applies", "workflow_run", "workflow_run.completed.push.json", "max-iterations: 2\n", nil, exitMet, ""},
+		{"push: the file applies", "push", "push.main.json", "max-iterations: 2\n", nil, exitMet, ""},
 		{"schedule: the file applies", "schedule", "schedule.json", "max-iterations: 2\n", nil, exitMet, ""},
 		{"prompt-file input through a link out", "schedule", "schedule.json", "", map[string]string{"config": "", "prompt": "", "prompt-file": "out/task.md"}, exitBadInput,
 			`input prompt-file: "out/task.md" passes through the symbolic link`},
@@ -363,6 +381,7 @@ func TestActionPRConfigKeys(t *testing.T) {
 			srv := githubtest.NewServer(t, "octo-org/demo")
 			head := seedDemo(t, srv)
 			srv.AddIssue(17)
+			srv.SetPermission("maintainer-max", "write")
 			inputs := map[string]string{"agent": "command", "agent-bin": "touch fixed", "until": "test -f fixed", "sandbox": "local",
 				"prompt": "x", "config": "goalrun.yml", "comment": "off"}
 			if tc.yaml != "" {

@@ -10,58 +10,65 @@ import (
 	"github.com/goalrun/goalrun/report"
 )
 
-// defaultImageBusybox is the static busybox the default sandbox image is
-// built from (sandbox.ImageSpec.Busybox's default: Debian's busybox-static).
+// defaultImageBusybox is the static busybox the minimal sandbox image
+// (image: minimal) is built from (sandbox.ImageSpec.Busybox's default:
+// Debian's busybox-static).
 const defaultImageBusybox = "/usr/bin/busybox"
 
-// sandboxExampleURL is the example sandbox image for workflows, named in the
-// error a workflow gets when it passes no image.
-const sandboxExampleURL = "https://github.com/goalrun/goalrun/blob/main/examples/sandbox/Dockerfile"
+// agentInstall says how a workflow installs an agent's CLI on the runner
+// (the versions .ci/run tests), by agent name.
+var agentInstall = map[string]string{
+	"claude": "npm install --global @anthropic-ai/claude-code@2.1.332",
+	"codex":  "npm install --global @openai/codex@0.171.0",
+	"gemini": "npm install --global @google/gemini-cli",
+}
 
 // actionImageProblem reports, before any Docker Engine is contacted, a
 // Docker sandbox (--sandbox docker or auto) that has no image input and
 // whose default image cannot be made where goalrun runs. Without an image,
-// startDocker builds a small image from this machine's files (a static
-// busybox at defaultImageBusybox) and mounts the agent's executable from
-// PATH into it; in a GitHub container action goalrun runs in its own
-// scratch-based container, which has neither, so the run would end in a
-// startup error about a missing file that says nothing about the cause.
-// This one says what the workflow must do instead: build an image that
-// contains the agent CLI and the check's toolchain, and pass it as image.
+// the sandbox takes the runner's system folders (read-only) and runs the
+// agent CLI found on the runner's PATH; the action runs goalrun on the
+// runner itself, so the agent CLI must be installed there in an earlier
+// step (npm install --global …), as any tool a workflow uses. The minimal
+// image (image: minimal) is built from the runner's static busybox, which
+// must be there too. Without this check the run would end in a startup
+// error about a missing file that says nothing about the cause.
 //
 // pathEnv is the PATH to search (the action's environment); isExec tells
 // whether a path is an executable regular file. It returns nil when an
 // image is given, the sandbox is local, or everything the default image
 // needs is present; otherwise a startup error with code AgentNotFound (the
-// agent CLI is missing) or BadInput (only busybox is missing: the command
-// agent needs an image too). Both exit 2: the workflow must change.
+// agent CLI is missing) or BadInput (only busybox is missing, for image:
+// minimal). Both exit 2: the workflow must change.
 func actionImageProblem(cfg runConfig, pathEnv string, isExec func(string) bool) *startupError {
 	if cfg.image != "" || cfg.sandbox == "local" {
 		return nil
 	}
 	var missing []string
 	code := report.ErrBadInput
+	var suggestions []string
 	if cfg.agent != agent.CommandName {
 		name := firstNonEmpty(cfg.agentBin, cfg.spec.Bin)
 		if _, ok := lookPathIn(name, pathEnv, isExec); !ok {
-			missing = append(missing, fmt.Sprintf("the %s agent's executable %q on PATH", cfg.agent, name))
+			missing = append(missing, fmt.Sprintf("the %s agent's executable %q on the runner's PATH", cfg.agent, name))
 			code = report.ErrAgentNotFound
+			install := firstNonEmpty(agentInstall[cfg.agent], "install the "+cfg.agent+" CLI")
+			suggestions = append(suggestions, "Add a step before goalrun that installs the agent's CLI on the runner: - run: "+install+
+				" (or name it with the agent-bin input).")
 		}
 	}
-	if !isExec(defaultImageBusybox) {
-		missing = append(missing, "the static busybox "+defaultImageBusybox)
+	if cfg.minimalImage && !isExec(defaultImageBusybox) {
+		missing = append(missing, "the static busybox "+defaultImageBusybox+" the default sandbox image is made of")
+		suggestions = append(suggestions, "Install busybox on the runner (Debian and Ubuntu: apt-get install busybox-static), or pass an image that holds the agent CLI and the check's toolchain as the image input.")
 	}
 	if len(missing) == 0 {
 		return nil
 	}
 	return &startupError{
 		code: code,
-		message: fmt.Sprintf("no sandbox image: the image input is empty, so goalrun would build a default image from the files where it runs and mount the agent CLI from PATH, but it cannot find %s here (in a GitHub Action goalrun runs in its own minimal container). In a GitHub Action the sandbox image must contain the agent CLI and the check's toolchain: build one in a step before goalrun and pass it as image (see examples/sandbox/Dockerfile)",
+		message: fmt.Sprintf("no sandbox image: the image input names none, so goalrun builds the sandbox from the runner's own files and toolchains and runs the agent CLI from the runner's PATH, but it cannot find %s",
 			strings.Join(missing, " or ")),
-		suggestions: []string{
-			"Copy " + sandboxExampleURL + " to .github/goalrun/Dockerfile, add a step after actions/checkout that runs docker build -t goalrun-sandbox:ci -f .github/goalrun/Dockerfile --build-arg SANDBOX_UID=\"$(id -u)\" --build-arg SANDBOX_GID=\"$(id -g)\" . and set image: goalrun-sandbox:ci on the goalrun step.",
-			"The action reaches the runner's Docker Engine, so an image built in an earlier step of the job is found without pushing or pulling it.",
-		},
+		suggestions: suggestions,
 	}
 }
 

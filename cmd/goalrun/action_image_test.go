@@ -38,11 +38,14 @@ func TestActionImageProblem(t *testing.T) {
 		wantCode string // "" = no problem
 		wantIn   []string
 	}{
-		{name: "action container: no agent, no busybox", cfg: claude, path: "/usr/local/bin", exists: onHost(),
+		{name: "runner without the agent CLI (busybox is not needed)", cfg: claude, path: "/usr/local/bin", exists: onHost(),
 			wantCode: report.ErrAgentNotFound,
-			wantIn:   []string{`claude agent's executable "claude" on PATH`, "on PATH or the static busybox /usr/bin/busybox", "must contain the agent CLI and the check's toolchain", "pass it as image", "examples/sandbox/Dockerfile"}},
+			wantIn:   []string{`claude agent's executable "claude" on the runner's PATH`, "runner's own files"}},
+		{name: "the minimal image without the agent CLI or busybox", cfg: with(claude, func(c *runConfig) { c.minimalImage = true }), path: "/usr/local/bin", exists: onHost(),
+			wantCode: report.ErrAgentNotFound,
+			wantIn:   []string{`claude agent's executable "claude" on the runner's PATH`, "or the static busybox /usr/bin/busybox"}},
 		{name: "agent missing, busybox present", cfg: claude, path: "/usr/bin:/bin", exists: onHost("/usr/bin/busybox"),
-			wantCode: report.ErrAgentNotFound, wantIn: []string{`"claude" on PATH`}},
+			wantCode: report.ErrAgentNotFound, wantIn: []string{`"claude" on the runner's PATH`}},
 		{name: "auto tries Docker first", cfg: with(claude, func(c *runConfig) { c.sandbox = "auto" }), path: "/bin", exists: onHost("/usr/bin/busybox"),
 			wantCode: report.ErrAgentNotFound, wantIn: []string{`"claude"`}},
 		{name: "agent found on a later PATH entry", cfg: claude, path: "/nope:/opt/claude/bin", exists: onHost("/opt/claude/bin/claude", "/usr/bin/busybox")},
@@ -53,6 +56,10 @@ func TestActionImageProblem(t *testing.T) {
 		{name: "agent-bin absolute and present", cfg: with(claude, func(c *runConfig) { c.agentBin = "/opt/claude" }),
 			path: "", exists: onHost("/opt/claude", "/usr/bin/busybox")},
 		{name: "command agent without busybox", cfg: with(claude, func(c *runConfig) { c.agent, c.spec, c.agentBin = agent.CommandName, agent.Spec{}, "sh fix.sh" }),
+			path: "/bin", exists: onHost()},
+		{name: "command agent, minimal image, without busybox", cfg: with(claude, func(c *runConfig) {
+			c.agent, c.spec, c.agentBin, c.minimalImage = agent.CommandName, agent.Spec{}, "sh fix.sh", true
+		}),
 			path: "/bin", exists: onHost(),
 			wantCode: report.ErrBadInput, wantIn: []string{"cannot find the static busybox /usr/bin/busybox", "image"}},
 		{name: "command agent with busybox", cfg: with(claude, func(c *runConfig) { c.agent, c.spec, c.agentBin = agent.CommandName, agent.Spec{}, "sh fix.sh" }),
@@ -80,17 +87,21 @@ func TestActionImageProblem(t *testing.T) {
 					t.Errorf("message lacks %q:\n%s", w, se.message)
 				}
 			}
-			if len(se.suggestions) == 0 || !strings.Contains(se.suggestions[0], "image: goalrun-sandbox:ci") || !strings.Contains(se.suggestions[0], sandboxExampleURL) {
-				t.Errorf("suggestions %q: want the build step, the image input and the example's address", se.suggestions)
+			want := "apt-get install busybox-static"
+			if tc.wantCode == report.ErrAgentNotFound {
+				want = firstNonEmpty(agentInstall[tc.cfg.agent], "install the")
+			}
+			if len(se.suggestions) == 0 || !strings.Contains(se.suggestions[0], want) {
+				t.Errorf("suggestions %q: want the step that installs what is missing (%q)", se.suggestions, want)
 			}
 		})
 	}
 }
 
 // TestActionNoImage runs the real `goalrun action` with a runner's
-// environment whose PATH holds no agent CLI (as in goalrun's scratch action
-// container) and no image input: the run ends at once with the "pass image"
-// startup error as an ::error:: annotation, a completed check run, the
+// environment whose PATH holds no agent CLI (no step installed it) and no
+// image input: the run ends at once with the "no sandbox image" startup
+// error as an ::error:: annotation, a completed check run, the
 // document and the outputs; an image input skips the pre-check (what
 // happens next is the Docker sandbox's business, not this error).
 func TestActionNoImage(t *testing.T) {
@@ -131,21 +142,21 @@ func TestActionNoImage(t *testing.T) {
 			if res.code != tc.wantCode {
 				t.Fatalf("exit %d, want %d\n%s", res.code, tc.wantCode, res.stdout)
 			}
-			if !regexp.MustCompile(`(?m)^::error::goalrun: no sandbox image: .*must contain the agent CLI and the check's toolchain.*examples/sandbox/Dockerfile`).Match(res.stdout) {
-				t.Errorf("no error annotation saying what the image must hold:\n%s", res.stdout)
+			if !regexp.MustCompile(`(?m)^::error::goalrun: no sandbox image: .*on the runner's PATH`).Match(res.stdout) {
+				t.Errorf("no error annotation saying what the runner lacks:\n%s", res.stdout)
 			}
 			if doc["error"] != tc.wantErr {
 				t.Errorf("document error %v, want %s: %v", doc["error"], tc.wantErr, doc)
 			}
-			if sug, _ := doc["suggestions"].([]any); len(sug) == 0 || !strings.Contains(sug[0].(string), "image: goalrun-sandbox:ci") {
-				t.Errorf("document suggestions %v: want the image step", doc["suggestions"])
+			if sug, _ := doc["suggestions"].([]any); len(sug) == 0 || !strings.Contains(sug[0].(string), "npm install --global") {
+				t.Errorf("document suggestions %v: want the agent's install step", doc["suggestions"])
 			}
 			runs := srv.CheckRuns()
 			if len(runs) != 1 || runs[0].Status != "completed" || runs[0].Conclusion != "failure" || runs[0].HeadSHA != head ||
 				!strings.Contains(runs[0].Summary, "no sandbox image") {
 				t.Errorf("check runs = %+v", runs)
 			}
-			if out := r.outputs(); out["status"] != "error" || out["passed"] != "false" {
+			if out := r.outputs(); out["status"] != "error" || out["passed"] != "" {
 				t.Errorf("outputs = %v", out)
 			}
 		})

@@ -7,15 +7,22 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/distribution/reference"
+	"golang.org/x/net/http/httpproxy"
 	"gopkg.in/yaml.v3"
 
 	"github.com/goalrun/goalrun/goal/agent"
@@ -24,7 +31,7 @@ import (
 	"github.com/goalrun/goalrun/sandbox/egress"
 )
 
-// Defaults of the run settings (architecture.md, "Command line").
+// Defaults of the run settings (README.md, "`goalrun run` flags").
 const (
 	defaultAgent         = "claude"
 	defaultMaxIterations = 5
@@ -46,6 +53,11 @@ const (
 	maxConfigFileBytes = 1 << 20
 	// maxIterationsLimit bounds --max-iterations.
 	maxIterationsLimit = 1000
+	// maxTimeout bounds --timeout and --step-timeout: a week, longer than
+	// the longest job GitHub Actions runs (5 days on a self-hosted runner:
+	// https://docs.github.com/en/actions/reference/limits), and far from
+	// the ~292 years where the graces added to it would overflow.
+	maxTimeout = 7 * 24 * time.Hour
 )
 
 // sandboxModes are the --sandbox values.
@@ -59,6 +71,7 @@ var workspaceModes = []string{string(sandbox.WorkspaceBind), string(sandbox.Work
 type settings struct {
 	until, inferUntil, judgeCmd string
 	agent, agentBin, model      string
+	modelGateway                string
 	agentArgs                   []string
 	prompt, promptFile          string
 	maxIterations, maxTurns     int
@@ -67,9 +80,12 @@ type settings struct {
 	maxCostUSD                  float64
 	maxTokens                   int64
 	sandbox, image, network     string
-	allowHosts                  []string
+	allowHosts, mounts          []string
+	setup                       []string
+	setupDefaults               bool
 	workspace, workdir          string
 	json, allowTestEdits        bool
+	verbose                     bool
 	output, events              string
 }
 
@@ -90,6 +106,7 @@ var fields = []field{
 	{"agent-bin", func(d, s *settings) { d.agentBin = s.agentBin }},
 	{"agent-arg", func(d, s *settings) { d.agentArgs = s.agentArgs }},
 	{"model", func(d, s *settings) { d.model = s.model }},
+	{"model-gateway", func(d, s *settings) { d.modelGateway = s.modelGateway }},
 	{"prompt", func(d, s *settings) { d.prompt = s.prompt }},
 	{"prompt-file", func(d, s *settings) { d.promptFile = s.promptFile }},
 	{"max-iterations", func(d, s *settings) { d.maxIterations = s.maxIterations }},
@@ -103,12 +120,16 @@ var fields = []field{
 	{"image", func(d, s *settings) { d.image = s.image }},
 	{"network", func(d, s *settings) { d.network = s.network }},
 	{"allow-host", func(d, s *settings) { d.allowHosts = s.allowHosts }},
+	{"mount", func(d, s *settings) { d.mounts = s.mounts }},
+	{"setup", func(d, s *settings) { d.setup = s.setup }},
+	{"setup-defaults", func(d, s *settings) { d.setupDefaults = s.setupDefaults }},
 	{"workspace", func(d, s *settings) { d.workspace = s.workspace }},
 	{"workdir", func(d, s *settings) { d.workdir = s.workdir }},
 	{"json", func(d, s *settings) { d.json = s.json }},
 	{"output", func(d, s *settings) { d.output = s.output }},
 	{"events", func(d, s *settings) { d.events = s.events }},
 	{"allow-test-edits", func(d, s *settings) { d.allowTestEdits = s.allowTestEdits }},
+	{"verbose", func(d, s *settings) { d.verbose = s.verbose }},
 }
 
 // defaults returns the settings a run starts from.
@@ -120,6 +141,7 @@ func defaults() settings {
 		stepTimeout:   defaultStepTimeout,
 		sandbox:       defaultSandbox,
 		workspace:     string(sandbox.WorkspaceAuto),
+		setupDefaults: true,
 	}
 }
 
@@ -147,6 +169,7 @@ func newFlagSet(s *settings, configFile *string, noConfig *bool) *flag.FlagSet {
 	fs.StringVar(&s.agentBin, "agent-bin", "", "the agent executable (for command: the shell command run each turn)")
 	fs.Var(listFlag{&s.agentArgs}, "agent-arg", "an extra argument for the agent (repeatable)")
 	fs.StringVar(&s.model, "model", "", "the model to ask the agent for")
+	fs.StringVar(&s.modelGateway, "model-gateway", "", "base URL of a model gateway the agent's model API requests go to instead of the public API (may be on loopback or a private network)")
 	fs.StringVar(&s.prompt, "prompt", "", "the task")
 	fs.StringVar(&s.promptFile, "prompt-file", "", "read the task from this file")
 	fs.IntVar(&s.maxIterations, "max-iterations", defaultMaxIterations, "agent turns at most")
@@ -157,15 +180,19 @@ func newFlagSet(s *settings, configFile *string, noConfig *bool) *flag.FlagSet {
 	fs.Float64Var(&s.maxCostUSD, "max-cost-usd", 0, "stop when the reported cost exceeds this many US dollars")
 	fs.Int64Var(&s.maxTokens, "max-tokens", 0, "stop when input+output tokens exceed this")
 	fs.StringVar(&s.sandbox, "sandbox", defaultSandbox, "docker (required), auto (fall back to local with a notice), local")
-	fs.StringVar(&s.image, "image", "", "the sandbox image (docker)")
+	fs.StringVar(&s.image, "image", "", "the sandbox image (docker): an image reference, "+imageHost+" (the default: the host's system folders, read-only) or "+imageMinimal+" (a busybox image built from this machine's files)")
 	fs.StringVar(&s.network, "network", "", "none, egress, bridge, host (default egress for model-backed agents, none for command)")
-	fs.Var(listFlag{&s.allowHosts}, "allow-host", "add HOST[:PORT] to the egress allowlist (repeatable)")
+	fs.Var(listFlag{&s.allowHosts}, "allow-host", "add HOST[:PORT] or an ecosystem preset (go, npm, pypi, …) to the egress allowlist of the agent and the setup step (repeatable)")
+	fs.Var(listFlag{&s.setup}, "setup", "a setup command run with sh -c before the first check, to prepare dependencies (repeatable)")
+	fs.BoolVar(&s.setupDefaults, "setup-defaults", true, "also run the setup commands goalrun detects (go.mod: module download and build cache; package-lock.json: npm ci)")
+	fs.Var(listFlag{&s.mounts}, "mount", "mount the host folder HOST read-only at TARGET (default: the same path) in the sandbox: HOST[:TARGET] (repeatable; docker)")
 	fs.StringVar(&s.workspace, "workspace", string(sandbox.WorkspaceAuto), "how the workspace reaches the sandbox: bind, copy, auto (docker)")
 	fs.StringVar(&s.workdir, "workdir", "", "the workspace (default: the current directory)")
 	fs.BoolVar(&s.json, "json", false, "stdout = exactly one goalrun/1 document, stderr = JSONL events")
 	fs.StringVar(&s.output, "output", "", "also write the document to this file")
 	fs.StringVar(&s.events, "events", "", "also write the events (JSONL) to this file")
 	fs.BoolVar(&s.allowTestEdits, "allow-test-edits", false, "a pass after the agent edited the check's files may still conclude success")
+	fs.BoolVar(&s.verbose, "verbose", false, "show container ids, image digests and resume ids in the progress view")
 	fs.StringVar(configFile, "config", "", "YAML config file (default: "+defaultConfigFile+" in the workdir, if present)")
 	fs.BoolVar(noConfig, "no-config", false, "read no config file, not even "+defaultConfigFile+" in the workdir")
 	return fs
@@ -181,6 +208,7 @@ type fileConfig struct {
 	AgentBin       *string     `yaml:"agent-bin"`
 	AgentArg       *stringList `yaml:"agent-arg"`
 	Model          *string     `yaml:"model"`
+	ModelGateway   *string     `yaml:"model-gateway"`
 	Prompt         *string     `yaml:"prompt"`
 	PromptFile     *string     `yaml:"prompt-file"`
 	MaxIterations  *int        `yaml:"max-iterations"`
@@ -194,12 +222,16 @@ type fileConfig struct {
 	Image          *string     `yaml:"image"`
 	Network        *string     `yaml:"network"`
 	AllowHost      *stringList `yaml:"allow-host"`
+	Mount          *stringList `yaml:"mount"`
+	Setup          *stringList `yaml:"setup"`
+	SetupDefaults  *bool       `yaml:"setup-defaults"`
 	Workspace      *string     `yaml:"workspace"`
 	Workdir        *string     `yaml:"workdir"`
 	JSON           *bool       `yaml:"json"`
 	Output         *string     `yaml:"output"`
 	Events         *string     `yaml:"events"`
 	AllowTestEdits *bool       `yaml:"allow-test-edits"`
+	Verbose        *bool       `yaml:"verbose"`
 }
 
 // stringList is a YAML list of strings that also accepts one string.
@@ -290,6 +322,13 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 		if k.Value == "<<" || k.Tag == "!!merge" {
 			return nil, badInput("config file %s line %d: a YAML merge key (<<); goalrun reads plain settings, write each one out", path, k.Line)
 		}
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+			// yaml.v3 decodes a null key (~, null, an empty key) or a
+			// number into a struct's field names as text ("~" matches no
+			// setting, but "1" might one day): refuse every key that is
+			// not written as a string.
+			return nil, badInput("config file %s line %d: the key %s is not a setting's name; keys are the run flags' names (until, agent, …) written as plain text", path, k.Line, keyShown(k))
+		}
 		if _, dup := lf.lines[k.Value]; dup {
 			return nil, badInput("config file %s line %d: key %q is set twice (first on line %d)", path, k.Line, k.Value, lf.lines[k.Value])
 		}
@@ -315,6 +354,7 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	set(fc.Agent, &s.agent)
 	set(fc.AgentBin, &s.agentBin)
 	set(fc.Model, &s.model)
+	set(fc.ModelGateway, &s.modelGateway)
 	set(fc.Prompt, &s.prompt)
 	set(fc.PromptFile, &s.promptFile)
 	set(fc.Sandbox, &s.sandbox)
@@ -329,6 +369,15 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	}
 	if fc.AllowHost != nil {
 		s.allowHosts = *fc.AllowHost
+	}
+	if fc.Mount != nil {
+		s.mounts = *fc.Mount
+	}
+	if fc.Setup != nil {
+		s.setup = *fc.Setup
+	}
+	if fc.SetupDefaults != nil {
+		s.setupDefaults = *fc.SetupDefaults
 	}
 	if fc.MaxIterations != nil {
 		s.maxIterations = *fc.MaxIterations
@@ -350,6 +399,9 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	}
 	if fc.AllowTestEdits != nil {
 		s.allowTestEdits = *fc.AllowTestEdits
+	}
+	if fc.Verbose != nil {
+		s.verbose = *fc.Verbose
 	}
 	for _, d := range []struct {
 		key string
@@ -424,6 +476,20 @@ func yamlError(path string, err error) *startupError {
 	return badInput("config file %s: %s", path, msg)
 }
 
+// keyShown names a mapping key that is not a string, for errors: "null",
+// "the number 1", "a list", …
+func keyShown(k *yaml.Node) string {
+	switch {
+	case k.Kind == yaml.ScalarNode && k.ShortTag() == "!!null":
+		return "null (~, null or nothing before the colon)"
+	case k.Kind == yaml.ScalarNode:
+		return fmt.Sprintf("%q (read as %s, not text)", k.Value, strings.TrimPrefix(k.ShortTag(), "!!"))
+	case k.Kind == yaml.AliasNode:
+		return "an alias (*" + k.Value + ")"
+	}
+	return "a " + nodeKind(k)
+}
+
 func nodeKind(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.SequenceNode:
@@ -432,6 +498,8 @@ func nodeKind(n *yaml.Node) string {
 		return "single value"
 	case yaml.AliasNode:
 		return "alias"
+	case yaml.MappingNode:
+		return "mapping"
 	}
 	return "document"
 }
@@ -489,7 +557,62 @@ type runConfig struct {
 	// (none when the key is not in the environment).
 	spec      agent.Spec
 	upstreams []sandbox.Upstream
+	// outboundProxy is the corporate proxy goalrun's environment names
+	// (HTTPS_PROXY, HTTP_PROXY, NO_PROXY), which the egress proxy reaches
+	// destinations through; nil for none.
+	outboundProxy *httpproxy.Config
+	// codexConfigModel is the model the user's own Codex configuration
+	// names (local sandbox only: a container's HOME is empty).
+	codexConfigModel string
+	// minimalImage asks for the busybox image built from this machine's
+	// files (--image minimal) instead of the host's system folders; image
+	// is then "" (it holds only a real image reference).
+	minimalImage bool
+	// extraMounts are the --mount settings, parsed (Name says which).
+	extraMounts []sandbox.Mount
+	// egressAllowNets are GOALRUN_EGRESS_ALLOW_NETS: private or reserved
+	// blocks allowlisted names may resolve into.
+	egressAllowNets []netip.Prefix
 }
+
+// EgressAllowNetsEnv names the variable that lets allowlisted names resolve
+// into private or reserved address blocks (a registry mirror on the
+// operator's network): comma-separated CIDR blocks or addresses. It is an
+// environment variable, never a flag or config key, so a config file in a
+// workspace (which an agent or a pull request may write) cannot open the
+// operator's network.
+const EgressAllowNetsEnv = "GOALRUN_EGRESS_ALLOW_NETS"
+
+// parseAllowNets reads EgressAllowNetsEnv's value.
+func parseAllowNets(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is neither an address block (10.1.2.0/24) nor an address", f)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p)
+	}
+	if _, err := egress.New(egress.Config{AllowNets: out}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// The --image values that are not image references. A real image with one
+// of these names is given with its tag (minimal:latest).
+const (
+	// imageHost is the default sandbox: a generated image that holds no
+	// programs, with the host's system folders mounted read-only.
+	imageHost = "host"
+	// imageMinimal is the busybox image built from this machine's files
+	// (what the default sandbox was before it took the host's folders).
+	imageMinimal = "minimal"
+)
 
 // secretEnv names the environment variables whose values are secrets:
 // redacted everywhere, never given to check steps.
@@ -680,6 +803,14 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 	if i := strings.IndexByte(cfg.task, 0); i >= 0 {
 		return badInput("the task has a NUL byte at byte %d (a binary file as --prompt-file?); agents take text", i)
 	}
+	for i, c := range cfg.setup {
+		if strings.TrimSpace(c) == "" {
+			return badInput("%s %d is empty: a setup step must be a command", src("setup"), i+1)
+		}
+		if len(c) > maxGoalBytes || strings.IndexByte(c, 0) >= 0 {
+			return badInput("%s %d is %d bytes or holds a NUL byte; at most %d bytes of text: it runs as sh -c with one command-line argument; put a long setup in a script in the workspace and run that", src("setup"), i+1, len(c), maxGoalBytes)
+		}
+	}
 	for _, n := range []string{"until", "infer-until"} {
 		v := cfg.until
 		if n == "infer-until" {
@@ -687,6 +818,13 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 		}
 		if len(v) > maxGoalBytes {
 			return badInput("%s is %d bytes; at most %d: the check runs as sh -c with it as one command-line argument, which Linux caps at 131072 bytes; put a long check in a script in the workspace and run that", src(n), len(v), maxGoalBytes)
+		}
+	}
+	// Commands run as command-line arguments, where a NUL byte cannot go
+	// (a config file can spell one: "\0").
+	for _, c := range []struct{ name, v string }{{"until", cfg.until}, {"infer-until", cfg.inferUntil}, {"judge-cmd", cfg.judgeCmd}, {"agent-bin", cfg.agentBin}} {
+		if i := strings.IndexByte(c.v, 0); i >= 0 {
+			return badInput("%s has a NUL byte at byte %d; a command is text", src(c.name), i)
 		}
 	}
 
@@ -710,11 +848,11 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 	if cfg.maxTurns < 0 {
 		return badInput("%s %d: must not be negative", src("max-turns"), cfg.maxTurns)
 	}
-	if cfg.timeout <= 0 {
-		return badInput("%s %s: must be positive", src("timeout"), cfg.timeout)
+	if cfg.timeout <= 0 || cfg.timeout > maxTimeout {
+		return badInput("%s %s: must be positive and at most %s (a week)", src("timeout"), cfg.timeout, maxTimeout)
 	}
-	if cfg.stepTimeout <= 0 {
-		return badInput("%s %s: must be positive", src("step-timeout"), cfg.stepTimeout)
+	if cfg.stepTimeout <= 0 || cfg.stepTimeout > maxTimeout {
+		return badInput("%s %s: must be positive and at most %s (a week)", src("step-timeout"), cfg.stepTimeout, maxTimeout)
 	}
 	if cfg.maxCostUSD < 0 || math.IsNaN(cfg.maxCostUSD) || math.IsInf(cfg.maxCostUSD, 0) {
 		return badInput("%s %g: must be a finite amount of US dollars, not negative (0: no limit)", src("max-cost-usd"), cfg.maxCostUSD)
@@ -752,8 +890,22 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 		if given("image") {
 			return badInput("%s applies to the Docker sandbox; --sandbox local runs on the host", src("image"))
 		}
+		if given("mount") {
+			return badInput("%s applies to the Docker sandbox; --sandbox local sees the whole host", src("mount"))
+		}
 		if given("workspace") && cfg.workspace != string(sandbox.WorkspaceAuto) {
 			return badInput("%s applies to the Docker sandbox; --sandbox local works in the workdir itself", src("workspace"))
+		}
+	}
+	if cfg.image != "" {
+		// The Engine would refuse it too, but only once the sandbox starts
+		// and as a failed run (SandboxFailed); it is a typo, say so now.
+		_, err := reference.ParseAnyReference(cfg.image)
+		if err == nil && upperCaseRepository(cfg.image) {
+			err = errors.New("repository name must be lowercase")
+		}
+		if err != nil {
+			return badInput("%s %q is not an image reference (%v); write it as NAME[:TAG][@DIGEST] in lower case, e.g. busybox:1.36, ghcr.io/owner/image:tag or an image id", src("image"), cfg.image, err)
 		}
 	}
 	if cfg.net == sandbox.NetworkNone {
@@ -770,8 +922,28 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 		}
 		cfg.allowHosts[i] = norm
 	}
-	if len(cfg.allowHosts) > 0 && cfg.net != sandbox.NetworkEgress {
-		return badInput("%s only applies to --network egress (the network is %s)", src("allow-host"), cfg.net)
+	if v, ok := env(EgressAllowNetsEnv); ok && strings.TrimSpace(v) != "" {
+		nets, err := parseAllowNets(v)
+		if err != nil {
+			return badInput("%s: %v", EgressAllowNetsEnv, err)
+		}
+		cfg.egressAllowNets = nets
+	}
+	if len(cfg.allowHosts) > 0 && cfg.net != sandbox.NetworkEgress && cfg.net != sandbox.NetworkNone {
+		return badInput("%s only applies to --network egress, and to the setup step of a Docker sandbox (the network is %s, which reaches everything)", src("allow-host"), cfg.net)
+	}
+	switch strings.TrimSpace(cfg.image) {
+	case imageHost:
+		cfg.image = ""
+	case imageMinimal:
+		cfg.image, cfg.minimalImage = "", true
+	}
+	for _, m := range cfg.mounts {
+		mnt, err := parseMount(m)
+		if err != nil {
+			return badInput("%s %q: %v", src("mount"), m, err)
+		}
+		cfg.extraMounts = append(cfg.extraMounts, mnt)
 	}
 
 	// The workspace.
@@ -787,6 +959,11 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 		return badInput("%s %s is not a directory", src("workdir"), wd)
 	}
 	cfg.dir = wd
+	if cfg.agent == "command" {
+		if serr := checkAgentProgram(cfg, src("agent-bin")); serr != nil {
+			return serr
+		}
+	}
 
 	// Secrets from the environment: all of them are redacted; the agent's
 	// own model API key is served to it as an upstream (in egress mode the
@@ -802,13 +979,117 @@ func validate(cfg *runConfig, where map[string]string, hasPositional bool, cwd s
 		return &startupError{code: report.ErrAgentNotFound, message: err.Error()}
 	}
 	cfg.spec = spec
+	if spec.NoUsage && (cfg.maxCostUSD > 0 || cfg.maxTokens > 0) {
+		flag := src("max-cost-usd")
+		if cfg.maxCostUSD <= 0 {
+			flag = src("max-tokens")
+		}
+		return &startupError{code: report.ErrBadInput,
+			message:     fmt.Sprintf("%s: the %s agent reports no token use or cost (its output is not parsed), so a budget could never stop the run; bound it with --max-iterations or --timeout instead", flag, cfg.agent),
+			suggestions: []string{"Use max-iterations or timeout to bound a run of a plain command."}}
+	}
+	if cfg.maxCostUSD > 0 && spec.NoCost {
+		return &startupError{code: report.ErrBadInput,
+			message:     fmt.Sprintf("%s: the %s agent reports token use but no cost, so a cost budget could never stop the run; bound it by tokens with --max-tokens (input + output) instead", src("max-cost-usd"), cfg.agent),
+			suggestions: []string{"Use max-tokens to bound a run of this agent, or choose an agent that reports its cost (claude, car, deepcode)."}}
+	}
+	if cfg.agent == "codex" && cfg.sandbox == "local" {
+		home, _ := env("CODEX_HOME")
+		if home == "" {
+			if h, ok := env("HOME"); ok && h != "" {
+				home = filepath.Join(h, ".codex")
+			}
+		}
+		if home != "" {
+			cfg.codexConfigModel = agent.CodexConfigModel(home)
+		}
+	}
+	if serr := validateGateway(cfg, src("model-gateway")); serr != nil {
+		return serr
+	}
+	// The setup step's container reaches its registries through an egress
+	// proxy even when the agent's network is none.
+	if cfg.net == sandbox.NetworkEgress || cfg.net == sandbox.NetworkNone {
+		cfg.outboundProxy = egress.OutboundFromEnv(func(k string) string { v, _ := env(k); return v })
+		if err := egress.CheckOutbound(cfg.outboundProxy); err != nil {
+			return badInput("goalrun's environment: %v; the egress proxy reaches the model API and the allowed hosts through it (fix the variable, or unset it)", err)
+		}
+		for name, pw := range egress.OutboundPasswords(cfg.outboundProxy) {
+			cfg.secrets[name] = pw // redacted wherever it might appear
+		}
+	}
 	if k := spec.API.KeyEnv; k != "" {
 		if v, ok := env(k); ok && v != "" {
 			cfg.secrets[k] = v
-			cfg.upstreams = []sandbox.Upstream{spec.API.Upstream(v)}
+			up := spec.API.Upstream(v)
+			if cfg.modelGateway != "" {
+				up.URL, up.Gateway = cfg.modelGateway, true
+			}
+			cfg.upstreams = []sandbox.Upstream{up}
 		}
 	}
 	return nil
+}
+
+// validateGateway checks --model-gateway: an http or https base URL with a
+// host and nothing that could carry a secret or be misread (no user
+// information, query or fragment), for an agent that has a model API. The
+// URL is stored without a trailing slash.
+func validateGateway(cfg *runConfig, src string) *startupError {
+	g := strings.TrimSpace(cfg.modelGateway)
+	if g == "" {
+		cfg.modelGateway = ""
+		return nil
+	}
+	if cfg.spec.API.URL == "" {
+		return badInput("%s: the %s agent has no model API to send through a gateway", src, cfg.agent)
+	}
+	u, err := url.Parse(g)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return badInput("%s %q: give the gateway's base URL as http(s)://host[:port][/path], the address the %s CLI would be given instead of %s", src, g, cfg.agent, cfg.spec.API.URL)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(g, "?") {
+		return badInput("%s %q: no user, password, query or fragment in the gateway URL (the key goes in %s; goalrun's proxy adds it)", src, g, cfg.spec.API.KeyEnv)
+	}
+	if _, err := egress.ParseAllowEntry(u.Host); err != nil && net.ParseIP(u.Hostname()) == nil && u.Hostname() != "localhost" {
+		return badInput("%s %q: host %q: %v", src, g, u.Host, err)
+	}
+	cfg.modelGateway = strings.TrimSuffix(u.String(), "/")
+	return nil
+}
+
+// parseMount reads a --mount value: HOST, HOST:TARGET or HOST:TARGET:ro,
+// both absolute paths (TARGET defaults to HOST). The mount is always
+// read-only; ":rw" is refused. The mount policy (no home folder, no
+// credential folder, no socket…) is applied when the sandbox starts.
+func parseMount(v string) (sandbox.Mount, error) {
+	parts := strings.Split(v, ":")
+	if len(parts) == 3 {
+		switch parts[2] {
+		case "ro":
+			parts = parts[:2]
+		case "rw":
+			return sandbox.Mount{}, errors.New("mounts are read-only: the sandbox writes only its workspace, /tmp and HOME; drop :rw")
+		default:
+			return sandbox.Mount{}, fmt.Errorf("unknown option %q: write HOST[:TARGET] (read-only)", parts[2])
+		}
+	}
+	if len(parts) > 2 || parts[0] == "" {
+		return sandbox.Mount{}, errors.New("write HOST[:TARGET], absolute paths without ':'")
+	}
+	host, target := parts[0], parts[0]
+	if len(parts) == 2 {
+		target = parts[1]
+	}
+	for _, p := range []struct{ what, p string }{{"HOST", host}, {"TARGET", target}} {
+		if !filepath.IsAbs(p.p) {
+			return sandbox.Mount{}, fmt.Errorf("%s %s must be an absolute path", p.what, p.p)
+		}
+		if filepath.Clean(p.p) != p.p || p.p == "/" {
+			return sandbox.Mount{}, fmt.Errorf("%s %s must be a clean path other than / (write %s)", p.what, p.p, filepath.Clean(p.p))
+		}
+	}
+	return sandbox.Mount{Source: host, Target: target, ReadOnly: true, Name: "--mount " + v}, nil
 }
 
 // emptyDocument reports whether n is a YAML document with nothing in it (a
@@ -904,4 +1185,55 @@ func flagNames() []string {
 	newFlagSet(&s, &c, &nc).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	sort.Strings(names)
 	return names
+}
+
+// upperCaseRepository reports whether ref's first path component has upper
+// case letters while it is no registry host (no "." or ":", not
+// localhost): the reference grammar reads "UPPER/case" as an image on a
+// host named UPPER, which no Engine pulls, where the user meant a Docker Hub
+// repository (whose names are lower case).
+func upperCaseRepository(ref string) bool {
+	first, _, ok := strings.Cut(ref, "/")
+	return ok && first != strings.ToLower(first) && !strings.ContainsAny(first, ".:") && first != "localhost"
+}
+
+// plainProgram matches a command's first word that the shell takes as it
+// is: no quoting, expansion, redirection or assignment.
+var plainProgram = regexp.MustCompile(`^[A-Za-z0-9_./+-]+$`)
+
+// checkAgentProgram refuses, before anything starts, a command agent whose
+// program is a path goalrun can check and that does not exist: a relative
+// path (the command runs in the workspace), an absolute path with the local
+// sandbox, or one inside a --mount'ed folder. A bare name (found on the
+// sandbox's PATH), a path into the sandbox image, a path a --setup command
+// may create, or a command the shell must expand first is left to the
+// sandbox: goalrun cannot check it here.
+func checkAgentProgram(cfg *runConfig, name string) *startupError {
+	fields := strings.Fields(cfg.agentBin)
+	if len(fields) == 0 || !strings.Contains(fields[0], "/") || !plainProgram.MatchString(fields[0]) || len(cfg.setup) > 0 {
+		return nil
+	}
+	prog := fields[0]
+	host := ""
+	switch {
+	case !path.IsAbs(prog):
+		host = filepath.Join(cfg.dir, filepath.FromSlash(prog))
+	case cfg.sandbox == "local":
+		host = prog
+	default:
+		for _, m := range cfg.extraMounts {
+			if rel, ok := strings.CutPrefix(path.Clean(prog), path.Clean(m.Target)+"/"); ok {
+				host = filepath.Join(m.Source, filepath.FromSlash(rel))
+			}
+		}
+	}
+	if host == "" || slices.Contains(strings.Split(prog, "/"), "node_modules") {
+		return nil
+	}
+	if _, err := os.Lstat(host); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return &startupError{code: report.ErrBadInput,
+		message:     fmt.Sprintf("%s %q: the program %s does not exist (looked for %s); nothing was started", name, cfg.agentBin, prog, host),
+		suggestions: []string{fmt.Sprintf("Correct the program's path in %s: a relative path is taken from the workspace (%s), where the command runs each turn.", name, cfg.dir)}}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
+	"github.com/goalrun/goalrun/sandbox/egress"
 )
 
 // TestSettingsAreOneList keeps the flags, the YAML keys and the merge table
@@ -63,6 +64,9 @@ func parse(t *testing.T, dir string, args ...string) (runConfig, error) {
 
 func TestParseRunArgs(t *testing.T) {
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fix.sh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "task.md"), []byte("Fix the flaky test.\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -127,10 +131,10 @@ func TestConfigFile(t *testing.T) {
 	}{
 		{
 			name: "every kind of value",
-			yaml: "until: go test ./...\nagent: command\nagent-bin: ./fix.sh\nagent-arg: one\nallow-host: [a.example:443, b.example]\n" +
+			yaml: "until: go test ./...\nagent: claude\nagent-bin: ./fix.sh\nagent-arg: one\nallow-host: [a.example:443, b.example]\n" +
 				"max-iterations: 3\ntimeout: 1h30m\nstep-timeout: 90s\nmax-cost-usd: 2.5\nmax-tokens: 100000\nnetwork: egress\njson: true\nprompt-file: task.md\n",
 			check: func(t *testing.T, c runConfig) {
-				if c.until != "go test ./..." || c.agent != "command" || c.maxIterations != 3 || c.timeout != 90*time.Minute ||
+				if c.until != "go test ./..." || c.agent != "claude" || c.maxIterations != 3 || c.timeout != 90*time.Minute ||
 					c.stepTimeout != 90*time.Second || c.maxCostUSD != 2.5 || c.maxTokens != 100000 || !c.json ||
 					!reflect.DeepEqual(c.agentArgs, []string{"one"}) || len(c.allowHosts) != 2 || c.task != "from the file's folder\n" {
 					t.Errorf("config %+v", c)
@@ -164,6 +168,18 @@ func TestConfigFile(t *testing.T) {
 		}},
 		{name: "a FIFO as the prompt file is refused, not waited on", yaml: "until: x\nprompt-file: task.fifo\n", wantErr: []string{"task.fifo", "not a regular file"}},
 		{name: "a YAML merge key", yaml: "base: &b {until: x}\n<<: *b\n", wantErr: []string{".goalrun.yml line 2", "merge key"}},
+		{name: "a null key", yaml: "until: x\n~: 1\n", wantErr: []string{".goalrun.yml line 2", "null"}},
+		{name: "a null key spelled out", yaml: "until: x\nnull: local\n", wantErr: []string{".goalrun.yml line 2", "null"}},
+		{name: "an empty key", yaml: "until: x\n? \n: 1\n", wantErr: []string{".goalrun.yml line 2", "null"}},
+		{name: "a number as a key", yaml: "until: x\n1: 2\n", wantErr: []string{".goalrun.yml line 2", `"1" (read as int`}},
+		{name: "a boolean as a key", yaml: "until: x\ntrue: 2\n", wantErr: []string{".goalrun.yml line 2", "bool"}},
+		{name: "a list as a key", yaml: "until: x\n? [a, b]\n: 2\n", wantErr: []string{".goalrun.yml line 2", "a list"}},
+		{name: "an alias as a key", yaml: "a: &k until\n*k : x\n", wantErr: []string{".goalrun.yml line 2", "alias"}},
+		{name: "a quoted key is text", yaml: "\"until\": x\n", args: nil, check: func(t *testing.T, c runConfig) {
+			if c.until != "x" {
+				t.Errorf("until %q", c.until)
+			}
+		}},
 		{name: "no-config skips the workdir's file", yaml: "until: x\nsandbox: local\n", args: []string{"--no-config", "--until", "y"}, check: func(t *testing.T, c runConfig) {
 			if c.until != "y" || c.sandbox != defaultSandbox || c.configFile != "" {
 				t.Errorf("until %q sandbox %q config %q: the file was read", c.until, c.sandbox, c.configFile)
@@ -287,7 +303,7 @@ func TestSandboxSelection(t *testing.T) {
 			suggestions: []string{"Install the agent's CLI."}}
 	}
 	rootWorkspace := func(context.Context, runConfig, sandbox.Config) (sandbox.Sandbox, error) {
-		return nil, fmt.Errorf("%w: the workspace \"/src\" belongs to root", sandbox.ErrRootWorkspace)
+		return nil, fmt.Errorf("sandbox: starting: %w", &sandbox.RootWorkspaceError{Workspace: "/src"})
 	}
 	cases := []struct {
 		name       string
@@ -340,16 +356,354 @@ func TestSandboxSelection(t *testing.T) {
 
 func TestAllowHostsAreValidatedAndNormalized(t *testing.T) {
 	dir := t.TempDir()
-	c, err := parse(t, dir, "--until", "x", "--allow-host", "API.Example.com", "--allow-host", "*.pkg.dev:8443")
+	c, err := parse(t, dir, "--until", "x", "--allow-host", "API.Example.com", "--allow-host", "*.pkg.dev:8443", "--allow-host", "Go", "--allow-host", "npm")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(c.allowHosts, []string{"api.example.com:443", "*.pkg.dev:8443"}) {
+	if !reflect.DeepEqual(c.allowHosts, []string{"api.example.com:443", "*.pkg.dev:8443", "go", "npm"}) {
 		t.Errorf("allow hosts %q", c.allowHosts)
 	}
 	for _, bad := range []string{"https://x.com", "x.com/path", "10.0.0.1", "localhost", "x.com:0", "x.com:70000"} {
 		if _, err := parse(t, dir, "--until", "x", "--allow-host", bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestImageReferences: --image (flag or config file) must be an image
+// reference; a malformed one is bad input naming where it came from, not a
+// sandbox that fails to start.
+func TestImageReferences(t *testing.T) {
+	const hex = "3f57d9401f8d42f986df300f0c69192fc41da28ccc8d797829467780db3dd741"
+	for _, tc := range []struct {
+		name, image string
+		ok          bool
+	}{
+		{"name", "busybox", true},
+		{"name and tag", "busybox:1.36", true},
+		{"registry, path and tag", "ghcr.io/owner/image:v1.2", true},
+		{"registry with a port", "localhost:5000/goalrun-sandbox:ci", true},
+		{"by digest", "busybox@sha256:" + hex, true},
+		{"an image id", "sha256:" + hex, true},
+		{"a bare id", hex, true},
+		{"a shell command", "busybox;rm -rf /", false},
+		{"upper case", "Busybox", false},
+		{"a space", "busy box", false},
+		{"an empty tag", "busybox:", false},
+		{"a bad digest", "busybox@sha256:xyz", false},
+		{"a URL", "https://ghcr.io/owner/image", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := parse(t, dir, "--until", "x", "--image", tc.image)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("--image %q refused: %v", tc.image, err)
+				}
+				return
+			}
+			var se *startupError
+			if !errors.As(err, &se) || se.code != report.ErrBadInput || !strings.Contains(se.message, "--image") || !strings.Contains(se.message, "image reference") {
+				t.Fatalf("--image %q: %v, want bad input naming --image", tc.image, err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, ".goalrun.yml"), []byte("until: x\nimage: '"+tc.image+"'\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = parse(t, dir)
+			if !errors.As(err, &se) || se.code != report.ErrBadInput || !strings.Contains(se.message, ".goalrun.yml line 2") {
+				t.Fatalf("image %q in a config file: %v, want bad input naming the file and line", tc.image, err)
+			}
+		})
+	}
+}
+
+// TestMaxCostNeedsAnAgentThatReportsCost: a cost budget with an agent that
+// reports no cost would never halt the run; it is bad input naming
+// --max-tokens.
+func TestMaxCostNeedsAnAgentThatReportsCost(t *testing.T) {
+	for _, c := range []struct {
+		agent string
+		bad   bool
+	}{{"codex", true}, {"gemini", true}, {"claude", false}} {
+		t.Run(c.agent, func(t *testing.T) {
+			_, err := parse(t, t.TempDir(), "--until", "true", "--agent", c.agent, "--max-cost-usd", "2")
+			if !c.bad {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			se := asStartupError(err)
+			if err == nil || se.code != report.ErrBadInput || !strings.Contains(se.message, "--max-tokens") || !strings.Contains(se.message, "--max-cost-usd") {
+				t.Fatalf("err %v", err)
+			}
+		})
+	}
+	if _, err := parse(t, t.TempDir(), "--until", "true", "--agent", "codex", "--max-tokens", "1000"); err != nil {
+		t.Errorf("--max-tokens with codex: %v", err)
+	}
+	// The command agent reports no usage at all: neither budget could
+	// ever stop it.
+	for _, flag := range []string{"--max-cost-usd", "--max-tokens"} {
+		_, err := parse(t, t.TempDir(), "--until", "true", "--agent", "command", "--agent-bin", "sh fix.sh", flag, "2")
+		se := asStartupError(err)
+		if err == nil || se.code != report.ErrBadInput || !strings.Contains(se.message, flag) || !strings.Contains(se.message, "--max-iterations") {
+			t.Errorf("command agent with %s: %v, want bad input naming %s and --max-iterations", flag, err, flag)
+		}
+	}
+}
+
+// TestModelGateway: --model-gateway (flag or config key) points the agent's
+// model API upstream at the gateway, marked as a gateway, with the real
+// key; the public API is not on the allowlist then; bad URLs are bad input.
+func TestModelGateway(t *testing.T) {
+	env := func(k string) (string, bool) {
+		if k == "ANTHROPIC_API_KEY" {
+			return "sk-gw", true
+		}
+		return "", false
+	}
+	dir := t.TempDir()
+	c, err := parseRunArgs([]string{"--until", "true", "--model-gateway", "http://127.0.0.1:4000/"}, env, func() (string, error) { return dir, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.upstreams) != 1 || c.upstreams[0].URL != "http://127.0.0.1:4000" || !c.upstreams[0].Gateway || c.upstreams[0].Key != "sk-gw" || c.upstreams[0].BaseURLEnv != "ANTHROPIC_BASE_URL" {
+		t.Errorf("upstreams %+v", c.upstreams)
+	}
+	if sc := sandboxConfig(c); len(sc.AllowHosts) != 0 {
+		t.Errorf("allowlist %v: the public API must not be reachable beside a gateway", sc.AllowHosts)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".goalrun.yml"), []byte("model-gateway: https://llm.corp.example/anthropic\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err = parseRunArgs([]string{"--until", "true"}, env, func() (string, error) { return dir, nil })
+	if err != nil || c.modelGateway != "https://llm.corp.example/anthropic" || !contains(c.fileKeys, "model-gateway") {
+		t.Errorf("from the config file: %q %v (%v)", c.modelGateway, c.fileKeys, err)
+	}
+	for _, bad := range []string{"ftp://x", "llm.corp:4000", "http://user:pw@llm.corp", "http://llm.corp/?key=1", "http://llm.corp/#x", "http://", "http://bad host/"} {
+		if _, err := parse(t, t.TempDir(), "--until", "true", "--model-gateway", bad); err == nil || !strings.Contains(err.Error(), "--model-gateway") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	if _, err := parse(t, t.TempDir(), "--until", "true", "--agent", "command", "--agent-bin", "true", "--model-gateway", "http://localhost:4000"); err == nil {
+		t.Errorf("the command agent accepted a model gateway")
+	}
+}
+
+// TestOutboundProxyFromEnvironment: goalrun's HTTPS_PROXY, HTTP_PROXY and
+// NO_PROXY reach the Docker egress proxy (and only in egress mode); their
+// passwords are redacted; a setting goalrun cannot use is bad input naming
+// the variable, never echoing the password.
+func TestOutboundProxyFromEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    string // sandbox.Config's OutboundProxy, as egress.OutboundString says
+		wantErr string
+	}{
+		{name: "none", env: map[string]string{"NO_PROXY": ".corp"}},
+		{name: "upper and lower case", env: map[string]string{"https_proxy": "http://alice:pw-123456@proxy.corp:3128", "HTTP_PROXY": "proxy.corp:3128", "no_proxy": ".corp,10.0.0.0/8"},
+			want: "https=http://proxy.corp:3128 http=proxy.corp:3128 no_proxy=.corp,10.0.0.0/8"},
+		{name: "not with network bridge", env: map[string]string{"HTTPS_PROXY": "http://proxy.corp:3128"}, args: []string{"--network", "bridge"}},
+		{name: "unusable", env: map[string]string{"HTTPS_PROXY": "ftp://alice:pw-123456@proxy.corp"}, wantErr: `HTTPS_PROXY: scheme "ftp" is not supported`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+			dir := t.TempDir()
+			c, err := parseRunArgs(append([]string{"--until", "true"}, tc.args...), env, func() (string, error) { return dir, nil })
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "pw-123456") {
+					t.Fatalf("error %v, want %q without the password", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := egress.OutboundString(sandboxConfig(c).OutboundProxy); got != tc.want {
+				t.Errorf("outbound proxy %q, want %q", got, tc.want)
+			}
+			if strings.Contains(tc.env["https_proxy"], "pw-123456") && c.secrets["HTTPS_PROXY"] != "pw-123456" {
+				t.Errorf("the proxy password is not among the redacted secrets: %v", c.secrets)
+			}
+		})
+	}
+}
+
+// TestImageKeywords: --image host is the default sandbox (the host's
+// system folders), --image minimal brings back the busybox image built from
+// this machine's files; a real image of either name is given with its tag.
+func TestImageKeywords(t *testing.T) {
+	for _, tc := range []struct {
+		image, ref string
+		minimal    bool
+	}{
+		{"", "", false},
+		{"host", "", false},
+		{"minimal", "", true},
+		{"minimal:latest", "minimal:latest", false},
+		{"ghcr.io/owner/image:v1", "ghcr.io/owner/image:v1", false},
+	} {
+		t.Run(fmt.Sprintf("%q", tc.image), func(t *testing.T) {
+			args := []string{"--until", "x"}
+			if tc.image != "" {
+				args = append(args, "--image", tc.image)
+			}
+			c, err := parse(t, t.TempDir(), args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.image != tc.ref || c.minimalImage != tc.minimal {
+				t.Errorf("image %q minimal %v, want %q %v", c.image, c.minimalImage, tc.ref, tc.minimal)
+			}
+			if got := sandboxConfig(c).Image; got != tc.ref {
+				t.Errorf("sandbox image %q, want %q", got, tc.ref)
+			}
+		})
+	}
+}
+
+// TestMountSetting: --mount HOST[:TARGET] is read-only, repeatable and a
+// config key; bad input names the flag (or the file and line) and says
+// what is wrong. The mount policy itself is applied when the sandbox starts
+// (TestDefaultSandboxMounts, sandbox's TestMountPolicy).
+func TestMountSetting(t *testing.T) {
+	for _, tc := range []struct {
+		name, value    string
+		source, target string
+		wantErr        string
+	}{
+		{"a host folder at its own path", "/opt/jdk-21", "/opt/jdk-21", "/opt/jdk-21", ""},
+		{"at another path", "/srv/tools/jdk-21:/mnt/jdk", "/srv/tools/jdk-21", "/mnt/jdk", ""},
+		{"docker's :ro", "/srv/jdk:/mnt/jdk:ro", "/srv/jdk", "/mnt/jdk", ""},
+		{"read-write is refused", "/srv/jdk:/mnt/jdk:rw", "", "", "mounts are read-only"},
+		{"an unknown option", "/srv/jdk:/mnt/jdk:z", "", "", `unknown option "z"`},
+		{"a relative host path", "tools/jdk", "", "", "HOST tools/jdk must be an absolute path"},
+		{"a relative target", "/srv/jdk:jdk", "", "", "TARGET jdk must be an absolute path"},
+		{"the root", "/", "", "", "other than /"},
+		{"an unclean path", "/srv/../etc", "", "", "write /etc"},
+		{"empty", "", "", "", "write HOST[:TARGET]"},
+		{"too many parts", "/a:/b:ro:x", "", "", "write HOST[:TARGET]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c, err := parse(t, dir, "--until", "x", "--mount", tc.value)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := []sandbox.Mount{{Source: tc.source, Target: tc.target, ReadOnly: true, Name: "--mount " + tc.value}}
+				if !reflect.DeepEqual(c.extraMounts, want) {
+					t.Errorf("mounts %+v, want %+v", c.extraMounts, want)
+				}
+				return
+			}
+			var se *startupError
+			if !errors.As(err, &se) || se.code != report.ErrBadInput || !strings.Contains(se.message, "--mount") || !strings.Contains(se.message, tc.wantErr) {
+				t.Fatalf("--mount %q: %v, want bad input naming --mount and saying %q", tc.value, err, tc.wantErr)
+			}
+		})
+	}
+	t.Run("repeatable, and a config key", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, ".goalrun.yml"), []byte("until: x\nmount:\n  - /opt/a\n  - /srv/b:/mnt/b\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := parse(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.extraMounts) != 2 || c.extraMounts[1].Target != "/mnt/b" || !reflect.DeepEqual(c.fileKeys, []string{"mount", "until"}) {
+			t.Errorf("mounts %+v file keys %q", c.extraMounts, c.fileKeys)
+		}
+		c, err = parse(t, dir, "--mount", "/opt/c", "--mount", "/opt/d")
+		if err != nil || len(c.extraMounts) != 2 || c.extraMounts[0].Source != "/opt/c" {
+			t.Errorf("flags over the file: mounts %+v, %v", c.extraMounts, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".goalrun.yml"), []byte("until: x\nmount: tools\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = parse(t, dir)
+		var se *startupError
+		if !errors.As(err, &se) || !strings.Contains(se.message, `"mount" in `) || !strings.Contains(se.message, "line 2") {
+			t.Errorf("a relative mount in the file: %v, want the file and line named", err)
+		}
+	})
+	t.Run("not with the local sandbox", func(t *testing.T) {
+		_, err := parse(t, t.TempDir(), "--until", "x", "--sandbox", "local", "--mount", "/opt/jdk")
+		var se *startupError
+		if !errors.As(err, &se) || se.code != report.ErrBadInput || !strings.Contains(se.message, "--mount applies to the Docker sandbox") {
+			t.Errorf("%v", err)
+		}
+	})
+}
+
+// TestRootWorkspaceNamesTheFlag: a root-owned workspace refused by
+// --workspace bind is bad input whose message and advice name the flag and
+// config key that mend it, never the library's Config.User.
+func TestRootWorkspaceNamesTheFlag(t *testing.T) {
+	se := asSandboxError(fmt.Errorf("sandbox: starting: %w", &sandbox.RootWorkspaceError{Workspace: "/src"}))
+	text := se.message + "\n" + strings.Join(se.suggestions, "\n")
+	if se.code != report.ErrBadInput {
+		t.Errorf("code %s, want %s", se.code, report.ErrBadInput)
+	}
+	for _, w := range []string{`--workspace bind`, `"/src"`, "belongs to root", "--workspace copy", "workspace: copy", "chown"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("%q does not say %q", text, w)
+		}
+	}
+	if strings.Contains(text, "Config.User") {
+		t.Errorf("%q names Config.User, which users cannot set", text)
+	}
+}
+
+// TestCommandAgentProgramMustExist: a mistyped program path of the command
+// agent is bad input before anything starts, naming --agent-bin; what
+// goalrun cannot check on this machine (a name on the sandbox's PATH, a
+// path into the image, a path a setup step may create, a shell expansion)
+// is left to the sandbox.
+func TestCommandAgentProgramMustExist(t *testing.T) {
+	dir := t.TempDir()
+	mnt := t.TempDir()
+	for _, f := range []string{filepath.Join(dir, "fix.sh"), filepath.Join(mnt, "tool.sh")} {
+		if err := os.WriteFile(f, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/usr/local/bin/in-image", filepath.Join(dir, "link.sh")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		refused bool
+	}{
+		{"a mistyped relative path", []string{"--agent-bin", "./fixx.sh"}, true},
+		{"a mistyped path with arguments", []string{"--agent-bin", "scripts/fix.sh --fast"}, true},
+		{"an existing relative path", []string{"--agent-bin", "./fix.sh --fast"}, false},
+		{"a link into the image", []string{"--agent-bin", "./link.sh"}, false},
+		{"a missing file in a mounted folder", []string{"--mount", mnt + ":/mnt/tools", "--agent-bin", "/mnt/tools/tol.sh"}, true},
+		{"an existing file in a mounted folder", []string{"--mount", mnt + ":/mnt/tools", "--agent-bin", "/mnt/tools/tool.sh"}, false},
+		{"an absolute path in the image", []string{"--agent-bin", "/opt/fixer/run"}, false},
+		{"a missing absolute path with the local sandbox", []string{"--sandbox", "local", "--agent-bin", filepath.Join(dir, "fixx.sh")}, true},
+		{"a name on the sandbox's PATH", []string{"--agent-bin", "goalrun-no-such-fixer"}, false},
+		{"a path a setup step may create", []string{"--setup", "make tools", "--agent-bin", "./bin/fixer"}, false},
+		{"a shell expansion", []string{"--agent-bin", "$FIXER/run.sh"}, false},
+		{"an assignment first", []string{"--agent-bin", "MODE=fast ./fixx.sh"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, dir, append([]string{"--agent", "command", "--until", "true"}, tc.args...)...)
+			var se *startupError
+			switch {
+			case !tc.refused && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refused && (!errors.As(err, &se) || se.code != report.ErrBadInput):
+				t.Fatalf("err %v, want bad input", err)
+			case tc.refused && (!strings.Contains(se.message, "--agent-bin") || !strings.Contains(se.message, "does not exist")):
+				t.Errorf("message %q does not name --agent-bin and the missing program", se.message)
+			}
+		})
 	}
 }

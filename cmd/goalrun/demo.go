@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,11 +46,12 @@ const (
 
 // demoOptions are `goalrun demo`'s flags.
 type demoOptions struct {
-	source  string
-	json    bool
-	keep    bool
-	agent   string // auto, claude, command
-	sandbox string // auto, docker, local
+	source   string
+	json     bool
+	keep     bool
+	agent    string // auto, claude, command
+	sandbox  string // auto, docker, local
+	markdown bool   // stdout = the markdown report
 }
 
 // demoUsage is `goalrun demo --help`.
@@ -72,8 +71,10 @@ folder and runs the full engine on it until ` + "`" + demoCheck + "`" + ` passes
     the demo's fix script. Either way the first fix is incomplete on purpose,
     so the loop runs twice.
 
-It prints the live progress, the markdown report and where the document and
-the events were written.
+It prints the live progress (stderr), then the verdict with the failing
+check's output, the agent's words and where the time went, and writes the
+goalrun/1 document, the events and the markdown report GitHub would show to
+files it names.
 
 Flags:
 `
@@ -85,7 +86,8 @@ func demoCmd(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.source, "source", "", "the demo project to copy (default: "+demoSourceDir+" of the repository around the current folder)")
 	fs.BoolVar(&o.json, "json", false, "stdout = exactly the goalrun/1 document, stderr = JSONL events")
-	fs.BoolVar(&o.keep, "keep", false, "keep the temporary workspace (the document and events files are always kept)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary workspace (the document, events and report files are always kept)")
+	fs.BoolVar(&o.markdown, "markdown", false, "stdout = the markdown report (as a check run or pull request comment shows it), stderr = the progress")
 	fs.StringVar(&o.agent, "agent", "auto", "auto (Claude Code if installed, else command), claude, or command")
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "auto (Docker, else the local host with a notice), docker, or local")
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +108,8 @@ func demoCmd(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 		bad = badInput("goalrun demo --agent %q: must be auto, claude or command", o.agent)
 	case !contains(sandboxModes, o.sandbox):
 		bad = badInput("goalrun demo --sandbox %q: must be one of %s", o.sandbox, strings.Join(sandboxModes, ", "))
+	case o.json && o.markdown:
+		bad = badInput("goalrun demo: --json and --markdown both claim stdout; choose one (the markdown report is also written to a file)")
 	}
 	if bad != nil {
 		return writeStartupError(bad, o.json, stdout, stderr)
@@ -120,27 +124,32 @@ type demo struct {
 	env            lookupEnv
 	stdout, stderr io.Writer
 
-	dir        string // the temporary folder: workspace, document, events
+	dir        string // the temporary folder: workspace, document, events, report
 	workspace  string
 	document   string
 	events     string
-	claude     string // the Claude Code executable ("" = command agent)
-	claudeWhy  string // why Claude Code is not used, when it is not
-	relay      string // a static goalrun for the egress relay ("" = this one)
-	relayWhy   error  // why this goalrun cannot be the relay
-	relaySrc   string // goalrun's source tree to build the relay from ("" = no build)
-	relayCache string // where relay builds are kept
+	mdReport   string      // the markdown report
+	claude     string      // the Claude Code executable ("" = command agent)
+	claudeWhy  string      // why Claude Code is not used, when it is not
+	relay      string      // a static goalrun for the egress relay ("" = this one)
+	relayWhy   error       // why this goalrun cannot be the relay
+	relaySrc   string      // goalrun's source tree to build the relay from ("" = no build)
+	relayCache string      // where relay builds are kept
+	relayBuilt staticRelay // the relay build buildRelay made or reused
 	server     *agenttest.Server
 	root       atomic.Pointer[string] // the workspace as the agent sees it
 	mode       atomic.Pointer[string] // the sandbox mode that started
-	humanOut   io.Writer              // stdout unless --json (then discarded)
-	engineDone time.Time
+	humanOut   io.Writer              // stdout unless --json or --markdown (then discarded)
+	cfg        runConfig
 }
 
-// run sets the demo up, runs the engine and reports.
+// run sets the demo up, runs the engine and reports. The run's clock
+// starts here, so the relay build, the image and everything else the demo
+// does first is in its time split.
 func (d *demo) run(ctx context.Context) int {
+	begin := time.Now()
 	d.humanOut = d.stdout
-	if d.opts.json {
+	if d.opts.json || d.opts.markdown {
 		d.humanOut = io.Discard
 	}
 	src, err := d.findSource()
@@ -171,25 +180,35 @@ func (d *demo) run(ctx context.Context) int {
 	if err != nil {
 		return writeStartupError(err, d.opts.json, d.stdout, d.stderr)
 	}
+	d.cfg = cfg
 	d.intro(src)
-	if err := d.buildRelay(ctx); err != nil {
-		return writeStartupError(err, d.opts.json, d.stdout, d.stderr)
-	}
 	fmt.Fprintln(d.humanOut)
 
 	eng := d.engine()
+	eng.started = begin
+	times := &runTimes{}
+	eng.times = times
+	eng.deliver = func(doc report.Document) {
+		md := report.Markdown(doc)
+		mdErr := os.WriteFile(d.mdReport, []byte(md), 0o644)
+		switch {
+		case d.opts.json:
+			writeDocument(d.stdout, doc)
+		case d.opts.markdown:
+			io.WriteString(d.stdout, md)
+		default:
+			d.outro(doc, mdErr)
+		}
+	}
 	var sink report.Sink
 	if d.opts.json {
 		sink = report.NewJSONLSink(d.stderr)
 	} else {
-		sink = report.NewProgressSinkSince(d.stderr, eng.now())
+		sink = report.NewProgressSinkWith(d.stderr, report.ProgressOptions{Start: begin})
 	}
-	doc, code := execute(ctx, cfg, eng, sink)
-	d.engineDone = time.Now()
-	if d.opts.json {
-		writeDocument(d.stdout, doc)
-	} else {
-		d.outro(doc)
+	_, code := execute(ctx, cfg, eng, sink)
+	if times.measured {
+		fmt.Fprintf(d.humanOut, "time: %s\n", times.line())
 	}
 	return code
 }
@@ -325,6 +344,7 @@ func (d *demo) prepare(src string) error {
 	d.workspace = filepath.Join(dir, "workspace")
 	d.document = filepath.Join(dir, "document.json")
 	d.events = filepath.Join(dir, "events.jsonl")
+	d.mdReport = filepath.Join(dir, "report.md")
 	if err := os.Mkdir(d.workspace, 0o755); err != nil {
 		return fmt.Errorf("making the workspace: %v", err)
 	}
@@ -407,6 +427,9 @@ func (d *demo) engine() engine {
 	local := eng.sandboxes.local
 	eng.sandboxes.docker = func(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox.Sandbox, error) {
 		cfg.AllowHosts = nil
+		if err := d.buildRelay(ctx); err != nil {
+			return nil, err
+		}
 		if d.relay != "" { // this goalrun is not static (buildRelay)
 			cfg.RelayBinary = d.relay
 		}
@@ -442,11 +465,15 @@ func (d *demo) sandboxStarted(sb sandbox.Sandbox) {
 	d.mode.Store(&mode)
 }
 
-// agentLine says in one line which agent and which model server the demo
-// used.
+// agentLine names the agent CLI that ran, with the version it reported,
+// when the introduction could not know it yet ("" for the command agent,
+// which the introduction already named in full).
 func (d *demo) agentLine(version string) string {
-	a, m := d.agentParts(version)
-	return "agent: " + a + " — model: " + m
+	if d.claude == "" {
+		return ""
+	}
+	a, _ := d.agentParts(version)
+	return "agent: " + a
 }
 
 // agentParts says which agent and which model server the demo uses.
@@ -485,48 +512,76 @@ func (d *demo) intro(src string) {
 			fmt.Fprintf(w, "             the proxy serves the model server as the agent's API and adds the key; the server is on\n")
 			fmt.Fprintf(w, "             127.0.0.1, a loopback upstream the proxy allows for this demo only\n")
 		}
-		fmt.Fprintf(w, "             the host's Go toolchain is mounted read-only for the check, which runs in a fresh container\n")
+		fmt.Fprintf(w, "             the host's system folders (its Go toolchain too) are mounted read-only; the check runs in a fresh container\n")
 		fmt.Fprintf(w, "             with no network and no secret each time\n")
+	}
+	if d.relaySrc != "" {
+		fmt.Fprintf(w, "  relay:     this goalrun was built with cgo, so the egress relay is a static build of %s\n", d.relaySrc)
+		fmt.Fprintf(w, "             (made once per source version, in %s)\n", d.relayCache)
 	}
 	if d.claude != "" {
 		fmt.Fprintf(w, "  scripted:  turn 1 reads the test, fixes one bug of two and says %q before any check ran;\n", demoPrematureClaim)
-		fmt.Fprintf(w, "             goalrun's check disagrees, turn 2 resumes the session and fixes the second bug\n")
+		fmt.Fprintf(w, "             goalrun's check disagrees, turn 2 resumes the conversation and fixes the second bug\n")
+	} else {
+		fmt.Fprintf(w, "  scripted:  turn 1 fixes one bug of two and says %q without running the tests;\n", demoPrematureClaim)
+		fmt.Fprintf(w, "             goalrun's check disagrees, turn 2 fixes the second bug\n")
 	}
 }
 
-// outro prints the markdown report and what the demo used and measured.
-func (d *demo) outro(doc report.Document) {
+// outro prints the verdict as `goalrun run` does, then what the demo used
+// and where its files are; the time line follows once the sandbox is torn
+// down (run). mdErr is the markdown report's write error, if any.
+func (d *demo) outro(doc report.Document, mdErr error) {
 	w := d.stdout
-	fmt.Fprintf(w, "\n%s\n", report.Markdown(doc))
-	fmt.Fprintf(w, "goalrun: %s\n", report.Headline(doc))
+	writeHumanResult(w, doc, d.cfg)
+	fmt.Fprintln(w)
+	if n := overtakenClaim(doc); n != "" {
+		fmt.Fprint(w, report.Wrap(n, humanWidth, "")+"\n\n")
+	}
 	version := ""
 	if doc.Agent != nil {
 		version = doc.Agent.Version
 	}
-	fmt.Fprintf(w, "%s\n", d.agentLine(version))
+	if l := d.agentLine(version); l != "" {
+		fmt.Fprintf(w, "%s\n", l)
+	}
 	if doc.Sandbox != nil {
 		p := doc.Sandbox
 		fmt.Fprintf(w, "sandbox: %s, network %s, workspace %s, tier %s\n", p.Mode, p.Network, p.Workspace, p.Tier)
-		if p.FallbackNotice != nil {
-			fmt.Fprintf(w, "NOTICE: %s\n", *p.FallbackNotice)
-		}
 	}
 	if d.server != nil {
 		fmt.Fprintf(w, "model API key: %s\n", d.keyLine(doc))
 	}
-	if s, err := readTimeSplit(d.events); err == nil {
-		s.cleanup = d.engineDone.Sub(s.terminal)
-		fmt.Fprintf(w, "time: %s\n", s)
-	} else {
-		fmt.Fprintf(w, "time: cannot read the events file: %v\n", err)
+	if r := d.relayBuilt; r.path != "" {
+		how := "built before for this source"
+		if r.built {
+			how = fmt.Sprintf("built now in %.1f s", r.took.Seconds())
+		}
+		fmt.Fprintf(w, "relay: %s (%s)\n", r.path, how)
 	}
-	fmt.Fprintf(w, "document: %s\n", d.document)
-	fmt.Fprintf(w, "events:   %s\n", d.events)
+	if mdErr != nil {
+		fmt.Fprintf(w, "report: could not be written: %v\n", mdErr)
+	} else {
+		fmt.Fprintf(w, "report: %s (the markdown a check run or pull request comment shows; --markdown prints it)\n", d.mdReport)
+	}
+	fmt.Fprintf(w, "events: %s\n", d.events)
 	if d.opts.keep {
 		fmt.Fprintf(w, "workspace (kept): %s\n", d.workspace)
 	} else {
 		fmt.Fprintf(w, "workspace: removed (--keep keeps it)\n")
 	}
+}
+
+// overtakenClaim points at turn 1's premature claim when the check after
+// that turn failed: the lesson of the demo ("" when it did not happen).
+func overtakenClaim(doc report.Document) string {
+	for _, it := range doc.Iterations {
+		if it.N == 1 && it.Check != nil && !it.Check.Passed {
+			return fmt.Sprintf("Turn 1: the agent said %q, and goalrun's check #1 failed right after it (see the progress above): "+
+				"the verdict is always goalrun's own check, never the agent's word.", demoPrematureClaim)
+		}
+	}
+	return ""
 }
 
 // keyLine says which key reached the scripted model server.
@@ -552,103 +607,4 @@ func (d *demo) keyLine(doc report.Document) string {
 	default:
 		return fmt.Sprintf("without the egress proxy the agent held the demo key itself (%d model requests); this is why goalrun prefers Docker with egress", len(reqs))
 	}
-}
-
-// timeSplit is where a run's time went, from its events' timestamps.
-type timeSplit struct {
-	sandboxStart time.Duration // starting the sandbox (image build or reuse included)
-	agent        time.Duration // agent turns: agent_started → the next check_started
-	checks       time.Duration // check_started → check_finished
-	reporting    time.Duration // the last check's end → the terminal event
-	other        time.Duration // the rest (workspace snapshots, evaluation)
-	total        time.Duration // sandbox start → the terminal event
-	cleanup      time.Duration // the terminal event → the engine returned (sandbox removal)
-	terminal     time.Time
-	turns        int
-	nchecks      int
-}
-
-// String is one line: "sandbox start 1.9 s · agent turns (2) 3.8 s · …"
-// (milliseconds below one second).
-func (s timeSplit) String() string {
-	sec := func(d time.Duration) string {
-		if d > -time.Second && d < time.Second {
-			return fmt.Sprintf("%d ms", d.Milliseconds())
-		}
-		return fmt.Sprintf("%.1f s", d.Seconds())
-	}
-	out := fmt.Sprintf("sandbox start %s · agent turns (%d) %s · checks (%d) %s · reporting %s · other %s · total %s",
-		sec(s.sandboxStart), s.turns, sec(s.agent), s.nchecks, sec(s.checks), sec(s.reporting), sec(s.other), sec(s.total))
-	if s.cleanup > 0 {
-		out += " · then sandbox removal " + sec(s.cleanup)
-	}
-	return out
-}
-
-// readTimeSplit reads an events file (JSONL) and splits the run's time.
-func readTimeSplit(path string) (timeSplit, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return timeSplit{}, err
-	}
-	defer f.Close()
-	var evs []report.Event
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var e report.Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return timeSplit{}, fmt.Errorf("%s: %v", path, err)
-		}
-		evs = append(evs, e)
-	}
-	if err := sc.Err(); err != nil {
-		return timeSplit{}, err
-	}
-	return splitTime(evs)
-}
-
-// splitTime splits a run's time from its events.
-func splitTime(evs []report.Event) (timeSplit, error) {
-	var s timeSplit
-	var begin, agentAt, checkAt, lastCheckEnd time.Time
-	for _, e := range evs {
-		switch e.Type {
-		case report.EventSandboxReady:
-			secs, _ := e.Data["seconds"].(float64)
-			s.sandboxStart = time.Duration(secs * float64(time.Second))
-			begin = e.Time.Add(-s.sandboxStart)
-		case report.EventAgentStarted:
-			agentAt = e.Time
-			s.turns++
-		case report.EventCheckStarted:
-			if !agentAt.IsZero() {
-				s.agent += e.Time.Sub(agentAt)
-				agentAt = time.Time{}
-			}
-			checkAt = e.Time
-		case report.EventCheckFinished:
-			if !checkAt.IsZero() {
-				s.checks += e.Time.Sub(checkAt)
-				s.nchecks++
-				checkAt = time.Time{}
-			}
-			lastCheckEnd = e.Time
-		case report.EventCompleted, report.EventFailed:
-			s.terminal = e.Time
-			if !agentAt.IsZero() { // the run ended during a turn
-				s.agent += e.Time.Sub(agentAt)
-				lastCheckEnd = e.Time
-			}
-		}
-	}
-	if begin.IsZero() || s.terminal.IsZero() {
-		return s, errors.New("the events have no sandbox_ready or no terminal event")
-	}
-	if !lastCheckEnd.IsZero() {
-		s.reporting = s.terminal.Sub(lastCheckEnd)
-	}
-	s.total = s.terminal.Sub(begin)
-	s.other = s.total - s.sandboxStart - s.agent - s.checks - s.reporting
-	return s, nil
 }

@@ -233,27 +233,23 @@ func (d *demo) relayError(err error) error {
 		}}
 }
 
-// buildRelay makes (or reuses) the static build planRelay asked for and
-// says so in one line.
+// buildRelay makes (or reuses) the static build planRelay asked for, once
+// per demo, as announced one-time work of the run (ctx carries the run's
+// announcer): a reused build is a look-up and stays silent.
 func (d *demo) buildRelay(ctx context.Context) error {
-	if d.relaySrc == "" {
+	if d.relaySrc == "" || d.relay != "" {
 		return nil
 	}
-	// One line, finished when the build is.
-	fmt.Fprintf(d.humanOut, "  relay:     this goalrun was built with cgo, so the egress relay is a static build of %s: ", d.relaySrc)
+	done := announceIfSlow(ctx, report.WorkRelay,
+		"building a static goalrun for the egress relay from "+d.relaySrc+" (this goalrun was built with cgo; once per source version)")
 	r, err := buildStaticRelay(ctx, d.relaySrc, d.relayCache)
+	done(err)
 	if err != nil {
-		fmt.Fprintln(d.humanOut, "failed")
 		if errors.Is(ctx.Err(), context.Canceled) {
-			return &startupError{code: report.ErrCancelled, message: "goalrun demo was interrupted while it built the static relay"}
+			return fmt.Errorf("goalrun demo was interrupted while it built the static relay: %w", ctx.Err())
 		}
 		return d.relayError(err)
 	}
-	if r.built {
-		fmt.Fprintf(d.humanOut, "%s, built in %.1f s\n", r.path, r.took.Seconds())
-	} else {
-		fmt.Fprintf(d.humanOut, "%s (built before for this source)\n", r.path)
-	}
-	d.relay = r.path
+	d.relay, d.relayBuilt = r.path, r
 	return nil
 }

@@ -256,19 +256,17 @@ func TestDemoDockerClaude(t *testing.T) {
 	for _, want := range []string{
 		"goalrun: goal met · grounded · 2 iterations · conclusion success",
 		"agent: Claude Code 2.1", "(the real CLI, ",
-		"model: goalrun's scripted demo server at http://127.0.0.1:", "not a real model",
+		"  model:     goalrun's scripted demo server at http://127.0.0.1:", "not a real model",
 		"model API key: the sandbox held only goalrun's dummy key; goalrun's egress proxy added the demo key on the way to the model server (8 of 8 model requests)",
 		"sandbox: docker, network egress",
-		"### ✅ goal met · grounded",
+		"The agent's last words (its own account, not verified by goalrun):",
 		"workspace: removed",
 	} {
 		if !bytes.Contains(r.stdout, []byte(want)) {
 			t.Errorf("stdout lacks %q", want)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^time: sandbox start \d+(\.\d s| ms) · agent turns \(2\) \d+(\.\d s| ms) · checks \(3\) \d+(\.\d s| ms) · reporting \d+(\.\d s| ms)`).Match(r.stdout) {
-		t.Errorf("stdout lacks the time split")
-	}
+	assertDemoTerminal(t, r)
 	if _, err := os.Stat(filepath.Join(filepath.Dir(docPath), "workspace")); !os.IsNotExist(err) {
 		t.Errorf("the workspace was not removed without --keep: %v", err)
 	}
@@ -309,12 +307,28 @@ func TestDemoCommandAgentFallback(t *testing.T) {
 		ws := printed(t, r.stdout, "workspace (kept):")
 		t.Cleanup(func() { os.RemoveAll(filepath.Dir(ws)) })
 		for _, want := range []string{
-			"agent: the command agent running the demo's fix.sh, which fixes one bug per turn (Claude Code (claude) is not on PATH and GOALRUN_CLAUDE_BIN is not set)",
-			"model: none", "goalrun: goal met · grounded · 2 iterations · conclusion success",
+			"  agent:     the command agent running the demo's fix.sh, which fixes one bug per turn (Claude Code (claude) is not on PATH and GOALRUN_CLAUDE_BIN is not set)",
+			"  model:     none", "goalrun: goal met · grounded · 2 iterations · conclusion success",
+			"The agent's last words (its own account, not verified by goalrun):\n    Turn 2: fixed Mean",
 		} {
 			if !bytes.Contains(r.stdout, []byte(want)) {
 				t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 			}
+		}
+		assertDemoTerminal(t, r)
+		if n := bytes.Count(r.stdout, []byte("the command agent running the demo's fix.sh")); n != 1 {
+			t.Errorf("the agent is explained %d times, want once (the introduction)", n)
+		}
+		// Turn 1's words, with the claim the check after it overtakes, are
+		// in the progress view, before that check's failure.
+		said := regexp.MustCompile(`says +Turn 1: fixed Sum, which skipped the first element\. ` + regexp.QuoteMeta(demoPrematureClaim)).FindIndex(r.stderr)
+		failed := regexp.MustCompile(`check #1  go test \./\.\.\.  exit 1 \(\d+\.\ds\): TestMean failing in example\.com/calc`).FindIndex(r.stderr)
+		if said == nil || failed == nil || failed[0] < said[0] {
+			t.Errorf("the progress view does not show turn 1's claim and then the check failing:\n%s", r.stderr)
+		}
+		md, err := os.ReadFile(printedPath(t, r.stdout, "report:"))
+		if err != nil || !bytes.Contains(md, []byte("### ✅ goal met · grounded")) {
+			t.Errorf("the markdown report file (%v):\n%s", err, md)
 		}
 		b, err := os.ReadFile(filepath.Join(ws, demoCodeFile))
 		if err != nil || !bytes.Contains(b, []byte("for i := 0;")) || !bytes.Contains(b, []byte("float64(len(xs))\n")) {
@@ -323,6 +337,12 @@ func TestDemoCommandAgentFallback(t *testing.T) {
 		src, _ := os.ReadFile(filepath.Join(repoRoot(t), "examples", "demo", demoCodeFile))
 		if !bytes.Contains(src, []byte(demoSumBug)) || !bytes.Contains(src, []byte(demoMeanBug)) {
 			t.Errorf("the demo project itself was changed; the demo must work on a copy")
+		}
+	})
+	t.Run("markdown", func(t *testing.T) {
+		r := runDemo(t, goalrunBin, repoRoot(t), demoLocalGuard, append(env, "TMPDIR="+t.TempDir()), "--sandbox", "local", "--markdown")
+		if r.code != 0 || !bytes.HasPrefix(r.stdout, []byte("### ✅ goal met · grounded")) || bytes.Contains(r.stdout, []byte("\ntime: ")) {
+			t.Errorf("--markdown: exit %d, stdout is not the markdown report alone:\n%s", r.code, r.stdout)
 		}
 	})
 }
@@ -455,10 +475,15 @@ func TestDemoBuildsStaticRelay(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	line := regexp.MustCompile(`(?m)^  relay:     this goalrun was built with cgo, so the egress relay is a static build of ` +
-		regexp.QuoteMeta(repoRoot(t)) + `: (\S+/goalrun-relay-[0-9a-f]{16})(, built in \d+\.\d s| \(built before for this source\))$`).FindSubmatch(r.stdout)
+	if !bytes.Contains(r.stdout, []byte("  relay:     this goalrun was built with cgo, so the egress relay is a static build of "+repoRoot(t)+"\n")) {
+		t.Errorf("the introduction does not say why a relay is built:\n%s", r.stdout)
+	}
+	line := regexp.MustCompile(`(?m)^relay: (\S+/goalrun-relay-[0-9a-f]{16}) \((built now in \d+\.\d s|built before for this source)\)$`).FindSubmatch(r.stdout)
 	if line == nil {
 		t.Fatalf("stdout lacks the relay line:\n%s", r.stdout)
+	}
+	if bytes.Contains(line[2], []byte("built now")) && !bytes.Contains(r.stderr, []byte("prepare   building a static goalrun for the egress relay")) {
+		t.Errorf("the relay was built without a progress line:\n%s", r.stderr)
 	}
 	if !staticBinary(t, string(line[1])) {
 		t.Errorf("%s is not static", line[1])
@@ -666,56 +691,29 @@ func TestWorkspacePathMarshal(t *testing.T) {
 	}
 }
 
-func TestTimeSplitString(t *testing.T) {
-	s := timeSplit{sandboxStart: 1860 * time.Millisecond, agent: 3800 * time.Millisecond, checks: 83800 * time.Millisecond,
-		reporting: 3 * time.Millisecond, total: 89410 * time.Millisecond, cleanup: 300 * time.Millisecond, turns: 2, nchecks: 3}
-	want := "sandbox start 1.9 s · agent turns (2) 3.8 s · checks (3) 83.8 s · reporting 3 ms · other 0 ms · total 89.4 s · then sandbox removal 300 ms"
-	if got := s.String(); got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
+// assertDemoTerminal checks what the demo prints on a terminal: no raw
+// markdown, no JSON document, no truncation marker, and the time line last.
+func assertDemoTerminal(t *testing.T, r result) {
+	t.Helper()
+	for _, bad := range []string{"### ", "```", `{"schema":"goalrun/1"`, "truncated:"} {
+		if bytes.Contains(r.stdout, []byte(bad)) || bytes.Contains(r.stderr, []byte(bad)) {
+			t.Errorf("the terminal shows %q:\n%s\n%s", bad, r.stdout, r.stderr)
+		}
+	}
+	out := strings.TrimRight(string(r.stdout), "\n")
+	last := out[strings.LastIndex(out, "\n")+1:]
+	if !regexp.MustCompile(`^time: sandbox start \d+(\.\d s| ms) · .*checks \(3\) \d+(\.\d s| ms) · agent turns \(2\) \d+(\.\d s| ms) · other \d+(\.\d s| ms) · total \d+\.\d s`).MatchString(last) {
+		t.Errorf("stdout does not end with the time split: %q", last)
 	}
 }
 
-func TestSplitTime(t *testing.T) {
-	t0 := time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	ev := func(typ string, s float64, data map[string]any) report.Event {
-		return report.Event{Type: typ, Time: at(s), Data: data}
+// printedPath is printed's value up to the first blank (a path followed by
+// words in parentheses).
+func printedPath(t *testing.T, out []byte, label string) string {
+	t.Helper()
+	p := printed(t, out, label)
+	if i := strings.Index(p, " "); i > 0 {
+		p = p[:i]
 	}
-	full := []report.Event{
-		ev(report.EventStarted, 5, nil),
-		ev(report.EventSandboxReady, 5, map[string]any{"seconds": 5.0}),
-		ev(report.EventCheckStarted, 5, nil), ev(report.EventCheckFinished, 65, nil),
-		ev(report.EventAgentStarted, 65, nil), ev(report.EventCheckStarted, 75, nil), ev(report.EventCheckFinished, 135, nil),
-		ev(report.EventAgentStarted, 136, nil), ev(report.EventCheckStarted, 146, nil), ev(report.EventCheckFinished, 206, nil),
-		ev(report.EventCompleted, 206.5, nil),
-	}
-	for _, tc := range []struct {
-		name    string
-		evs     []report.Event
-		want    timeSplit
-		wantErr bool
-	}{
-		{"two turns and three checks", full, timeSplit{sandboxStart: 5 * time.Second, agent: 20 * time.Second, checks: 180 * time.Second,
-			reporting: 500 * time.Millisecond, other: time.Second, total: 206500 * time.Millisecond, turns: 2, nchecks: 3, terminal: at(206.5)}, false},
-		{"a run that ended during a turn", []report.Event{
-			ev(report.EventSandboxReady, 1, map[string]any{"seconds": 1.0}),
-			ev(report.EventCheckStarted, 1, nil), ev(report.EventCheckFinished, 2, nil),
-			ev(report.EventAgentStarted, 2, nil), ev(report.EventFailed, 12, nil),
-		}, timeSplit{sandboxStart: time.Second, agent: 10 * time.Second, checks: time.Second,
-			total: 12 * time.Second, turns: 1, nchecks: 1, terminal: at(12)}, false},
-		{"no sandbox_ready (a startup error)", []report.Event{ev(report.EventFailed, 0, nil)}, timeSplit{}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := splitTime(tc.evs)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("err %v, want error %v", err, tc.wantErr)
-			}
-			if tc.wantErr {
-				return
-			}
-			if got != tc.want {
-				t.Errorf("got  %+v\nwant %+v", got, tc.want)
-			}
-		})
-	}
+	return p
 }

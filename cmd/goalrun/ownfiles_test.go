@@ -139,3 +139,99 @@ func TestOwnFilesAreNotTheAgents(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnFileSettle: at the end of a run the path of --output or --events
+// holds exactly goalrun's content, whatever was done to it meanwhile inside
+// a tree the sandbox could write; outside every such tree a replaced path
+// is an error, never written through.
+func TestOwnFileSettle(t *testing.T) {
+	doc := []byte(`{"schema":"goalrun/1","status":"success"}` + "\n")
+	for _, tc := range []struct {
+		name     string
+		outside  bool // the file lies outside the writable trees
+		tamper   func(t *testing.T, p string)
+		replaced bool
+		wantErr  string
+	}{
+		{"untouched", false, func(*testing.T, string) {}, false, ""},
+		{"written in place", false, func(t *testing.T, p string) { os.WriteFile(p, []byte("forged\n"), 0o644) }, false, ""},
+		{"deleted and forged", false, func(t *testing.T, p string) {
+			os.Remove(p)
+			os.WriteFile(p, []byte("forged\n"), 0o644)
+		}, true, ""},
+		{"deleted", false, func(t *testing.T, p string) { os.Remove(p) }, true, ""},
+		{"a link to a host file in its place", false, func(t *testing.T, p string) {
+			os.Remove(p)
+			os.Symlink("/etc/hostname", p)
+		}, true, ""},
+		{"a folder in its place", false, func(t *testing.T, p string) {
+			os.Remove(p)
+			os.Mkdir(p, 0o755)
+			os.WriteFile(filepath.Join(p, "x"), nil, 0o644)
+		}, false, "file exists"},
+		{"its folder a link out of the workspace", false, func(t *testing.T, p string) {
+			dir := filepath.Dir(p)
+			os.RemoveAll(dir)
+			os.Symlink(t.TempDir(), dir)
+		}, false, "did not write through it"},
+		{"replaced outside the writable trees", true, func(t *testing.T, p string) {
+			os.Remove(p)
+			os.WriteFile(p, []byte("other\n"), 0o644)
+		}, false, "replaced during the run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := t.TempDir()
+			root := ws
+			if tc.outside {
+				root = t.TempDir()
+			}
+			p := filepath.Join(ws, "out", "doc.json")
+			os.Mkdir(filepath.Dir(p), 0o755)
+			o, err := openOwnFile("--output", p, ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer o.Close()
+			tc.tamper(t, p)
+			replaced, err := o.settle(doc, root)
+			if tc.wantErr != "" {
+				if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.wantErr)) {
+					t.Fatalf("err %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || replaced != tc.replaced {
+				t.Fatalf("replaced %v err %v, want %v and no error", replaced, err, tc.replaced)
+			}
+			if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+				t.Fatalf("the path is not a regular file: %v %v", fi, err)
+			}
+			if b, _ := os.ReadFile(p); !bytes.Equal(b, doc) {
+				t.Errorf("the path holds %q", b)
+			}
+			if b, _ := os.ReadFile("/etc/hostname"); bytes.Equal(b, doc) {
+				t.Error("written through the link")
+			}
+		})
+	}
+	t.Run("events: later lines follow the restored file", func(t *testing.T) {
+		ws := t.TempDir()
+		p := filepath.Join(ws, "events.jsonl")
+		o, err := openOwnFile("--events", p, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		o.Write([]byte("one\n"))
+		os.Remove(p)
+		os.WriteFile(p, []byte("forged\n"), 0o644)
+		o.Write([]byte("two\n"))
+		if replaced, err := o.settle(nil, ws); err != nil || !replaced {
+			t.Fatalf("replaced %v err %v", replaced, err)
+		}
+		o.Write([]byte("terminal\n"))
+		if b, _ := os.ReadFile(p); string(b) != "one\ntwo\nterminal\n" {
+			t.Errorf("events file %q", b)
+		}
+	})
+}

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +31,8 @@ func (l *eventLog) Emit(e report.Event) {
 	l.evs = append(l.evs, e)
 }
 
+// TestInterruptedWhileTheSandboxStarts: a signal while the sandbox starts
+// ends the run cancelled (status and conclusion), with one terminal event.
 func TestInterruptedWhileTheSandboxStarts(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := parseRunArgs([]string{"--until", "true", "--agent", "command", "--agent-bin", "true", "--sandbox", "local"},
@@ -46,17 +53,25 @@ func TestInterruptedWhileTheSandboxStarts(t *testing.T) {
 	done := make(chan struct{})
 	var doc report.Document
 	var code int
-	go func() { doc, code = execute(ctx, cfg, eng, log); close(done) }()
+	go func() { doc, code = execute(ctx, cfg, eng, nil, log); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(guard):
 		t.Fatal("execute did not return after the interruption")
 	}
-	if code != exitInterrupted || doc.Error != report.ErrCancelled || doc.Goal != nil {
-		t.Errorf("exit %d error %q goal %+v, want 130, Cancelled, the startup-error shape", code, doc.Error, doc.Goal)
+	// Cancelled, as after the start (the README's promise), not an error.
+	if code != exitInterrupted || doc.Status != report.StatusCancelled || doc.Conclusion != report.ConclusionCancelled ||
+		doc.Goal == nil || doc.Goal.Halt == nil || *doc.Goal.Halt != report.HaltInterrupted {
+		t.Errorf("exit %d status %q conclusion %q goal %+v, want 130, cancelled, cancelled, halt interrupted", code, doc.Status, doc.Conclusion, doc.Goal)
 	}
-	if len(log.evs) != 1 || log.evs[0].Type != report.EventFailed {
-		t.Errorf("events %+v, want exactly one failed event", log.evs)
+	terminal := 0
+	for _, e := range log.evs {
+		if e.Type == report.EventFailed || e.Type == report.EventCompleted {
+			terminal++
+		}
+	}
+	if terminal != 1 || log.evs[len(log.evs)-1].Type != report.EventFailed {
+		t.Errorf("events %+v, want exactly one terminal event (failed), last", log.evs)
 	}
 	b := report.Encode(doc)
 	if err := report.ValidateJSON(b); err != nil {
@@ -74,7 +89,7 @@ func TestUnwritableOutputIsRefusedBeforeTheRun(t *testing.T) {
 	// The output path is a directory: the early check refuses it before
 	// the agent or the check runs.
 	cfg.output = t.TempDir()
-	doc, code := execute(context.Background(), cfg, defaultEngine())
+	doc, code := execute(context.Background(), cfg, defaultEngine(), nil)
 	if code != exitBadInput || doc.Error != report.ErrBadInput {
 		t.Errorf("exit %d error %q, want a bad-input startup error for an unwritable --output", code, doc.Error)
 	}
@@ -119,7 +134,7 @@ func TestStartupErrorsFromTheSandboxFactoryKeepTheirCode(t *testing.T) {
 			eng := defaultEngine()
 			eng.sandboxes.docker = func(context.Context, runConfig, sandbox.Config) (sandbox.Sandbox, error) { return nil, tc.err }
 			log := &eventLog{}
-			doc, code := execute(context.Background(), cfg, eng, log)
+			doc, code := execute(context.Background(), cfg, eng, nil, log)
 			if doc.Error != tc.wantCode || code != tc.wantExit || doc.Goal != nil {
 				t.Errorf("error %q exit %d goal %+v, want %s, exit %d, the startup-error shape", doc.Error, code, doc.Goal, tc.wantCode, tc.wantExit)
 			}
@@ -165,5 +180,95 @@ func TestMissingKey(t *testing.T) {
 				t.Errorf("missingKey = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// hungSandbox is a local sandbox whose checks never return, whatever their
+// context says (a step stuck in a call that ignores it).
+type hungSandbox struct {
+	sandbox.Sandbox
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (h *hungSandbox) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	if cmd.Role == sandbox.RoleCheck {
+		h.once.Do(func() { close(h.entered) })
+		select {} // never
+	}
+	return h.Sandbox.Exec(ctx, cmd)
+}
+
+// TestOverrunStopStillWritesOneDocument: when the stop after a signal does
+// not end (a step that ignores its context), the exit watchdog still has a
+// cancelled document written — --output, the terminal event, the exit
+// code — before the process exits at sandbox.PhaseExit's deadline.
+func TestOverrunStopStillWritesOneDocument(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(t.TempDir(), "doc.json")
+	cfg, err := parseRunArgs([]string{"--until", "true", "--agent", "command", "--agent-bin", "true", "--sandbox", "local", "--output", out},
+		noEnv, func() (string, error) { return dir, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := defaultEngine()
+	local := eng.sandboxes.local
+	hung := &hungSandbox{entered: make(chan struct{})}
+	eng.sandboxes.local = func(ctx context.Context, c sandbox.Config) (sandbox.Sandbox, error) {
+		sb, err := local(ctx, c)
+		hung.Sandbox = sb
+		return hung, err
+	}
+	var delivered []report.Document
+	var mu sync.Mutex
+	eng.deliver = func(d report.Document) { mu.Lock(); delivered = append(delivered, d); mu.Unlock() }
+	ctx, clock := sandbox.WithStopClock(context.Background())
+	fin := newFinale()
+	ctx = withFinale(ctx, fin)
+	log := &eventLog{}
+	go execute(ctx, cfg, eng, nil, log) // never returns: its check hangs
+	select {
+	case <-hung.entered:
+	case <-time.After(guard):
+		t.Fatal("the check did not start")
+	}
+	clock.Interrupt(syscall.SIGTERM)
+	in := clock.Interrupted()
+	exited := make(chan int, 1)
+	armWatchdog(in, fin, nil, func(code int) { exited <- code })
+	var code int
+	select {
+	case code = <-exited:
+	case <-time.After(guard):
+		t.Fatal("the watchdog never exited")
+	}
+	if took := time.Since(in.At); took > sandbox.InterruptBound {
+		t.Errorf("exit after %s, more than %s", took, sandbox.InterruptBound)
+	}
+	if code != exitInterrupted {
+		t.Errorf("exit code %d, want %d", code, exitInterrupted)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(delivered) != 1 || delivered[0].Status != report.StatusCancelled || !strings.Contains(delivered[0].Message, "SIGTERM") {
+		t.Fatalf("delivered %+v, want one cancelled document naming SIGTERM", delivered)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || !bytes.Equal(bytes.TrimSpace(b), report.Encode(delivered[0])) {
+		t.Errorf("--output holds %s (%v), want the delivered document", b, err)
+	}
+	if err := report.ValidateJSON(bytes.TrimSpace(b)); err != nil {
+		t.Errorf("document invalid: %v", err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	terminal := 0
+	for _, e := range log.evs {
+		if e.Type == report.EventFailed || e.Type == report.EventCompleted {
+			terminal++
+		}
+	}
+	if terminal != 1 || log.evs[len(log.evs)-1].Type != report.EventFailed {
+		t.Errorf("events %+v, want exactly one terminal event, last", log.evs)
 	}
 }

@@ -5,11 +5,16 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/docker/docker/api/types/system"
 
 	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
@@ -83,6 +88,9 @@ func (f sandboxFactory) start(ctx context.Context, rc runConfig, cfg sandbox.Con
 		}
 		cfg.FallbackNotice = fmt.Sprintf("--sandbox auto: the Docker sandbox is unavailable (%v); the run used the local host instead, without a container and with the host's network (%s was asked for)", se.err, networkOrNone(cfg.Network))
 		cfg.Network = sandbox.NetworkHost
+		// The local host prepares dependencies in its own caches, with
+		// its own network: no deps volume, no offline settings.
+		cfg.Setup = sandbox.SetupConfig{}
 		return startLocal(cfg)
 	default:
 		return startDocker()
@@ -111,34 +119,62 @@ func asSandboxError(err error) *startupError {
 		return &startupError{code: report.ErrSandboxUnavailable, message: fmt.Sprintf("the Docker sandbox is unavailable: %v", se.err)}
 	case errors.Is(err, sandbox.ErrDangerousMount):
 		return &startupError{code: report.ErrBadInput, message: fmt.Sprintf("the sandbox refused a mount: %v", err),
-			suggestions: []string{"Choose a workspace that is not the home folder, the root or a credential folder."}}
+			suggestions: []string{"Choose a workspace, and --mount folders, that are not a home folder, the root, a credential folder, a socket, a container engine's data or a folder holding the host's secrets, and that hold none of them; a --mount must also not show the workspace, its repository, goalrun's cache folder, TMPDIR or a CI runner's folders; mount a narrower folder."}}
+	case errors.Is(err, sandbox.ErrMountTarget):
+		return &startupError{code: report.ErrBadInput, message: fmt.Sprintf("the sandbox refused a mount: %v", err),
+			suggestions: []string{"Give --mount a TARGET outside the host folders the default sandbox mounts (/usr, /bin, /lib*, /opt) and outside /workspace, /tmp, /run and HOME, for example /mnt/NAME."}}
 	case errors.Is(err, sandbox.ErrRootWorkspace):
-		return &startupError{code: report.ErrBadInput, message: fmt.Sprintf("the sandbox refused the workspace: %v", err),
-			suggestions: []string{"Give the workspace to a normal user or drop --workspace bind (auto copies a root-owned workspace in and out)."}}
+		ws := "the workspace"
+		if re := (*sandbox.RootWorkspaceError)(nil); errors.As(err, &re) {
+			ws = fmt.Sprintf("the workspace %q", re.Workspace)
+		}
+		return &startupError{code: report.ErrBadInput,
+			message: fmt.Sprintf("--workspace bind (the workspace setting) cannot mount %s: it belongs to root, and goalrun never runs a sandbox as root", ws),
+			suggestions: []string{
+				"Run with --workspace copy, or drop --workspace bind (the default, auto, copies a root-owned workspace in and out); in a config file, workspace: copy.",
+				"Or give the workspace to a normal user (chown -R 1000:1000 on it) and keep --workspace bind.",
+			}}
 	}
 	return &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("the sandbox could not start: %v", err),
 		suggestions: []string{"The sandbox could not start; check the Docker Engine's health and the sandbox image, then run again."}}
 }
 
-// engineTimeout bounds the first contact with the Docker Engine.
-const engineTimeout = 10 * time.Second
+// engineTimeout bounds the first contact with the Docker Engine;
+// reapTimeout the removal of dead runs' leftovers at start-up.
+const (
+	engineTimeout = 10 * time.Second
+	reapTimeout   = 30 * time.Second
+)
 
 // inContainerBinDir is where agent executables from the host are mounted in
-// the default image (on its PATH).
+// the minimal image (on its PATH).
 const inContainerBinDir = "/usr/local/bin"
 
+// inContainerAgentDir holds, in the default image, the npm package of an
+// agent that is a Node.js program (in a folder named after the agent).
+const inContainerAgentDir = "/opt/goalrun/agents"
+
 // inContainerGoroot is where the host's Go toolchain is mounted in the
-// default image (first on its PATH, sandbox.ImagePath).
+// minimal image (first on its PATH, sandbox.ImagePath).
 const inContainerGoroot = "/usr/local/go"
+
+// hostAgentBinDir is where the default sandbox mounts an agent executable
+// (or node, for an agent that is a Node.js program) that lies outside the
+// host folders it mounts (first on PATH).
+const hostAgentBinDir = sandbox.MountRoot + "/bin"
+
+// hostAgentDir holds, in the default sandbox, the npm package of an agent
+// that is a Node.js program and lies outside the host folders it mounts
+// (in a folder named after the agent).
+const hostAgentDir = sandbox.MountRoot + "/agents"
 
 // startDocker starts the Docker sandbox for a run: it reaches the Engine
 // (DOCKER_HOST or the default socket), removes leftovers of dead runs, and
-// without --image builds (or reuses) the default image from files on this
-// machine, mounting the agent's native executable and the host's Go
-// toolchain read-only with a warm, read-only Go build cache
-// (withWarmGoCache). goalrun's own executable is the egress relay unless
-// cfg.RelayBinary names another static goalrun. opts are passed to
-// sandbox.StartDocker.
+// fills in what the image choice needs (hostToolsSandbox by default,
+// minimalSandbox for --image minimal, nothing but --mount for an image
+// reference), then the --mount folders (withUserMounts). goalrun's own
+// executable is the egress relay unless cfg.RelayBinary names another
+// static goalrun. opts are passed to sandbox.StartDocker.
 func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...sandbox.DockerOption) (sandbox.Sandbox, error) {
 	cli, err := sandbox.NewDockerClient()
 	if err != nil {
@@ -151,101 +187,461 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		cli.Close()
 		return nil, fmt.Errorf("%w at %s: %v", errEngineUnavailable, cli.DaemonHost(), err)
 	}
-	// Leftovers of dead runs; a failure here must not stop this run.
-	_, _ = sandbox.Reap(ctx, cli, rc.timeout)
-
-	// The agent's CLI first: a missing CLI is the newcomer's first problem
-	// and has its own code and advice (AgentNotFound).
-	var native *agent.Native
-	if cfg.Image == "" && rc.agent != agent.CommandName {
-		n, err := nativeAgent(rc)
-		if err != nil {
+	// A workspace in the Engine's own data is refused before any image or
+	// cache is built for it (StartDocker's mount policy refuses it too).
+	// The Engine's info is read once and handed to what needs it (the
+	// host-folder look-up, StartDocker): each call is a round trip on the
+	// way to the first check.
+	ictx, cancel := context.WithTimeout(ctx, engineTimeout)
+	info, err := cli.Info(ictx)
+	cancel()
+	var engineInfo *system.Info
+	if err == nil {
+		engineInfo = &info
+		home, _ := os.UserHomeDir()
+		if err := sandbox.CheckEngineData(cfg.Workspace, home, info.DockerRootDir); err != nil {
 			cli.Close()
 			return nil, err
 		}
-		native = &n
+		opts = append(opts, sandbox.WithEngineInfo(info))
 	}
-	if cfg.Network == sandbox.NetworkEgress && cfg.RelayBinary == "" {
-		exe, err := relayBinary()
-		if err != nil {
-			cli.Close()
-			return nil, &startupError{code: report.ErrSandboxFailed, message: err.Error(),
-				suggestions: []string{"Use a statically linked goalrun for the egress network: build it with cgo disabled (CGO_ENABLED=0) and run that build."}}
-		}
-		cfg.RelayBinary = exe
+	// Leftovers of dead runs; a failure here must not stop this run.
+	// Bounded: an Engine that answers the ping and then hangs must not
+	// hold the run before it starts (the janitor reaps later anyway).
+	// It runs beside the rest of the start (its objects are other runs'),
+	// and the client is closed only once it is done.
+	reaped := make(chan struct{})
+	go func() {
+		defer close(reaped)
+		rctx, rcancel := context.WithTimeout(ctx, reapTimeout)
+		defer rcancel()
+		_, _ = sandbox.Reap(rctx, cli, rc.timeout)
+		sandbox.RemoveStaleImports(rctx, cli)
+	}()
+	closeClient := func() error {
+		<-reaped
+		return cli.Close()
 	}
-	var agentBin string
-	if cfg.Image == "" {
-		var libsFor []string
-		if native != nil {
-			agentBin = path.Join(inContainerBinDir, rc.spec.Bin)
-			cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: native.Path, Target: agentBin, ReadOnly: true})
-			if !native.Static() {
-				libsFor = append(libsFor, native.Path)
-			}
-		}
-		if goroot := hostGoroot(); goroot != "" {
-			cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: goroot, Target: inContainerGoroot, ReadOnly: true})
-			cfg = withWarmGoCache(ctx, cfg, goroot)
-		}
-		ref, err := sandbox.BuildImage(ctx, cli, sandbox.DefaultImageSpec(libsFor...))
-		if err != nil {
-			cli.Close()
-			if ctx.Err() != nil {
-				// Interrupted, not failed: the error wraps ctx's, and the
-				// caller reports the run as cancelled.
-				return nil, fmt.Errorf("building the default sandbox image: %w", err)
-			}
-			return nil, &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("building the default sandbox image (or pass --image): %v", err),
-				suggestions: []string{"Pass an image that contains the agent CLI and the check's toolchain with the image setting, or check the Docker Engine's health."}}
-		}
-		cfg.Image = ref
-	}
-	// What the run creates is labelled to expire after the run's own
-	// timeout, so another goalrun's Reap never removes it early.
-	cfg.Lifetime = rc.timeout
-	sb, err := sandbox.StartDocker(ctx, cli, cfg, opts...)
-	if err != nil {
-		cli.Close()
+
+	fail := func(err error) (sandbox.Sandbox, error) {
+		closeClient()
 		return nil, err
 	}
-	return &dockerSandbox{Docker: sb, close: cli.Close, bin: agentBin}, nil
+	// The agent's CLI first (here for the minimal image, in
+	// hostToolsSandbox by default): a missing CLI is the newcomer's first
+	// problem and has its own code and advice (AgentNotFound).
+	var native *agent.Native
+	if cfg.Image == "" && rc.minimalImage && rc.agent != agent.CommandName {
+		n, err := nativeAgent(rc)
+		if err != nil {
+			return fail(err)
+		}
+		native = &n
+	}
+	// Answers about the Engine that do not change from run to run are
+	// remembered (sandbox.EngineFacts).
+	facts, err := engineFacts(os.Getenv(engineFactsEnv))
+	if err != nil {
+		return fail(err)
+	}
+	opts = append(opts, sandbox.WithEngineFacts(facts))
+	base := cfg
+	attempt := func(reprobe bool) (sb *sandbox.Docker, agentBin string, notices []string, remembered bool, err error) {
+		cfg := base
+		covers := func(string) bool { return false }
+		switch {
+		case cfg.Image != "":
+			// The user's image holds the agent and the toolchains.
+		case rc.minimalImage:
+			cfg, agentBin, err = minimalSandbox(ctx, cli, rc, cfg, native)
+		default:
+			var h sandbox.HostToolchain
+			cfg, agentBin, h, err = hostToolsSandbox(ctx, cli, rc, cfg, hostToolsLookup{info: engineInfo, facts: facts, reprobe: reprobe})
+			covers, remembered = h.Covers, h.Remembered
+			for _, l := range h.LeftOut {
+				notices = append(notices, "the default sandbox leaves out the host's "+l.Path+": "+l.Reason)
+			}
+		}
+		if err != nil {
+			return nil, "", nil, false, err
+		}
+		if cfg.Network != sandbox.NetworkEgress && cfg.Setup.Enabled && cfg.RelayBinary == "" {
+			// The setup container reaches its registries through the relay;
+			// without a static goalrun the setup steps cannot run (detected
+			// ones are skipped, --setup ones fail and say why).
+			if _, err := relayBinary(); err != nil {
+				cfg.Setup = sandbox.SetupConfig{Unavailable: "the setup step reaches its registries through goalrun's egress relay, which needs a statically linked goalrun (build it with CGO_ENABLED=0): " + err.Error()}
+			}
+		}
+		if (cfg.Network == sandbox.NetworkEgress || cfg.Setup.Enabled && cfg.Setup.Unavailable == "") && cfg.RelayBinary == "" {
+			exe, err := relayBinary()
+			if err != nil {
+				return nil, "", nil, false, &startupError{code: report.ErrSandboxFailed, message: err.Error(),
+					suggestions: []string{"Use a statically linked goalrun for the egress network: build it with cgo disabled (CGO_ENABLED=0) and run that build."}}
+			}
+			cfg.RelayBinary = exe
+		}
+		if cfg, err = withUserMounts(ctx, cli, rc, cfg, covers); err != nil {
+			return nil, "", nil, false, err
+		}
+		// What the run creates is labelled to expire after the run's own
+		// timeout, so another goalrun's Reap never removes it early.
+		cfg.Lifetime = rc.timeout
+		sb, err = sandbox.StartDocker(ctx, cli, cfg, opts...)
+		return sb, agentBin, notices, remembered, err
+	}
+	sb, agentBin, notices, remembered, err := attempt(false)
+	if err != nil && remembered && sandbox.IsBindSourceMissing(err) && ctx.Err() == nil {
+		// A host folder remembered as present is gone: ask the Engine
+		// again and start once more.
+		sb, agentBin, notices, _, err = attempt(true)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return &dockerSandbox{Docker: sb, close: closeClient, bin: agentBin, notices: notices}, nil
+}
+
+// engineFactsEnv says where the remembered Engine facts are kept: unset
+// means sandbox.DefaultEngineFactsDir, "off" remembers nothing (every run
+// probes the Engine, as on its first run), an absolute folder is used as
+// it is.
+const engineFactsEnv = "GOALRUN_ENGINE_FACTS"
+
+// engineFacts returns the EngineFacts the value of engineFactsEnv names.
+func engineFacts(v string) (sandbox.EngineFacts, error) {
+	switch {
+	case v == "off":
+		return sandbox.EngineFacts{}, nil
+	case v == "":
+		dir, err := sandbox.DefaultEngineFactsDir()
+		if err != nil {
+			// No cache folder: every run probes.
+			return sandbox.EngineFacts{}, nil
+		}
+		return sandbox.EngineFacts{Dir: dir}, nil
+	case filepath.IsAbs(v):
+		return sandbox.EngineFacts{Dir: filepath.Clean(v)}, nil
+	}
+	return sandbox.EngineFacts{}, badInput("%s=%q: want off or an absolute folder", engineFactsEnv, v)
+}
+
+// hostToolsLookup is how hostToolsSandbox finds the host's folders: the
+// Engine's info read at start, the remembered facts, and whether to ask
+// the Engine even when a fact is remembered.
+type hostToolsLookup struct {
+	info    *system.Info
+	facts   sandbox.EngineFacts
+	reprobe bool
+}
+
+// imageError is the error of a default image that could not be built.
+func imageError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		// Interrupted, not failed: the error wraps ctx's, and the caller
+		// reports the run as cancelled.
+		return fmt.Errorf("building the default sandbox image: %w", err)
+	}
+	return &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("building the default sandbox image (or pass --image): %v", err),
+		suggestions: []string{"Pass an image that contains the agent CLI and the check's toolchain with the image setting, or check the Docker Engine's health."}}
+}
+
+// hostToolsError is the error of host folders that could not be found
+// through the Engine.
+func hostToolsError(ctx context.Context, cli sandbox.DockerAPI, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("finding the host's system folders: %w", ctx.Err())
+	}
+	return &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("finding the host's system folders through the Docker Engine at %s: %v", cli.DaemonHost(), err),
+		suggestions: []string{"Pass an image that contains the agent CLI and the check's toolchain with the image setting, or image minimal for a small busybox image built from this machine's files."}}
+}
+
+// hostToolsSandbox fills cfg for the default sandbox: a generated image
+// with no programs (sandbox.ImageSpec's Bare) and the host's system
+// folders mounted over it read-only with their PATH and toolchain
+// variables (sandbox.HostTools, which asks the Engine what exists on its
+// host, so the same holds when goalrun runs in a container); the agent's
+// executable and the Go toolchain are mounted only when they lie outside
+// those folders (placeHostAgent), and the warm Go build cache is added
+// (withWarmGoCache). It returns the agent's path inside ("" for the
+// command agent) and the host folders found.
+func hostToolsSandbox(ctx context.Context, cli sandbox.DockerAPI, rc runConfig, cfg sandbox.Config, look hostToolsLookup) (sandbox.Config, string, sandbox.HostToolchain, error) {
+	var h sandbox.HostToolchain
+	// Only the image is one-time work; finding the host's folders is done
+	// every run and stays in the sandbox's start.
+	built := announceIfSlow(ctx, report.WorkImage, "making the default sandbox image (once; later runs reuse it)")
+	ref, err := sandbox.BuildImage(ctx, cli, sandbox.ImageSpec{Bare: true})
+	built(err)
+	if err == nil {
+		// A static goalrun looks through the host folders from a
+		// container when this one cannot see them (it runs in a container).
+		scan, _ := relayBinary()
+		if cfg.RelayBinary != "" {
+			scan = cfg.RelayBinary
+		}
+		// The look through the host folders is remembered in the user's
+		// cache folder while none of what it read changes.
+		var cache string
+		if base, err := os.UserCacheDir(); err == nil {
+			cache = filepath.Join(base, "goalrun", "hostscan")
+		}
+		h, err = sandbox.HostTools(ctx, cli, sandbox.HostToolsOptions{Image: ref, Info: look.info, Facts: look.facts, Reprobe: look.reprobe, Workspace: cfg.Workspace, ScanBinary: scan, CacheDir: cache})
+		if err != nil {
+			err = hostToolsError(ctx, cli, err)
+		}
+	} else {
+		err = imageError(ctx, err)
+	}
+	if err != nil {
+		return cfg, "", h, err
+	}
+	cfg.Image = ref
+	cfg.Mounts = append(slices.Clone(h.Mounts), cfg.Mounts...)
+	cfg.HostLeftOut = h.LeftOut
+	tool := maps.Clone(h.Env)
+	maps.Copy(tool, cfg.ToolEnv)
+	var front []string // PATH entries before the host's
+	agentBin := ""
+	if rc.agent != agent.CommandName {
+		bin, mnts, err := placeHostAgent(ctx, cli, rc, h, ref)
+		if err != nil {
+			return cfg, "", h, err
+		}
+		agentBin = bin
+		cfg.Mounts = append(cfg.Mounts, mnts...)
+		for _, m := range mnts {
+			if path.Dir(m.Target) == hostAgentBinDir {
+				front = append(front, hostAgentBinDir)
+				break
+			}
+		}
+	}
+	if goroot := hostGoroot(); goroot != "" {
+		if !h.Covers(goroot) {
+			// At its own path: the warm cache's entries name it.
+			cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: goroot, Target: goroot, ReadOnly: true, Name: "the Go toolchain " + goroot})
+			front = append(front, path.Join(goroot, "bin"))
+		}
+		cfg.ToolEnv = tool
+		cfg, _ = withWarmGoCache(ctx, cfg, goroot, hostCgo(os.LookupEnv, exec.LookPath, h.Covers))
+		tool = cfg.ToolEnv
+	}
+	if len(front) > 0 {
+		tool["PATH"] = strings.Join(front, ":") + ":" + tool["PATH"]
+	}
+	cfg.ToolEnv = tool
+	return cfg, agentBin, h, nil
+}
+
+// placeHostAgent finds the agent's executable for the default sandbox and
+// where it is inside, with the mounts it needs. On goalrun's PATH (or
+// --agent-bin): where it is, when it and the file it links to lie inside
+// the mounted host folders (a Node.js program such as the Gemini CLI then
+// runs with the host's node, on the sandbox's PATH); else its native
+// executable mounted at hostAgentBinDir, or a Node.js program's package at
+// hostAgentDir (and node at hostAgentBinDir unless the host's node lies in
+// the mounted folders). Not on goalrun's PATH (goalrun runs in a container
+// and cannot see the host): on the sandbox's PATH, asking the Engine
+// (sandbox.EngineHasPaths). Not found: AgentNotFound.
+func placeHostAgent(ctx context.Context, cli sandbox.DockerAPI, rc runConfig, h sandbox.HostToolchain, image string) (string, []sandbox.Mount, error) {
+	name := firstNonEmpty(rc.agentBin, rc.spec.Bin)
+	if onPath, err := exec.LookPath(name); err == nil {
+		abs, aerr := filepath.Abs(onPath)
+		real, rerr := filepath.EvalSymlinks(onPath)
+		if aerr == nil && rerr == nil && h.Covers(abs) && h.Covers(real) {
+			return abs, nil, nil
+		}
+		var n agent.Native
+		node := ""
+		if rc.spec.Node {
+			node, _ = exec.LookPath("node")
+			n, err = agent.NodeProgram(rc.spec, agent.OSFS{}, onPath, node)
+		} else {
+			n, err = agent.NativeExecutable(rc.spec, agent.OSFS{}, onPath)
+		}
+		if err != nil {
+			return "", nil, &startupError{code: report.ErrAgentNotFound,
+				message:     fmt.Sprintf("the %s agent at %s cannot run in the sandbox: %v", rc.agent, onPath, err),
+				suggestions: []string{"Install the agent's CLI in the host's system folders (for example with npm install -g as root, under /usr/local), name a native executable with agent-bin, or pass an image that contains it."}}
+		}
+		if n.Package != "" {
+			pkg := path.Join(hostAgentDir, rc.spec.Name)
+			mounts := []sandbox.Mount{{Source: n.Package, Target: pkg, ReadOnly: true, Name: fmt.Sprintf("the %s agent's package %s", rc.agent, n.Package)}}
+			if absNode, err := filepath.Abs(node); err != nil || !h.Covers(absNode) || !h.Covers(n.Path) {
+				mounts = append(mounts, sandbox.Mount{Source: n.Path, Target: path.Join(hostAgentBinDir, "node"), ReadOnly: true, Name: "node " + n.Path})
+			}
+			return path.Join(pkg, n.Entry), mounts, nil
+		}
+		target := path.Join(hostAgentBinDir, rc.spec.Bin)
+		return target, []sandbox.Mount{{Source: n.Path, Target: target, ReadOnly: true, Name: fmt.Sprintf("the %s agent's executable %s", rc.agent, n.Path)}}, nil
+	}
+	var cands []string
+	switch {
+	case path.IsAbs(name):
+		if h.Covers(name) {
+			cands = []string{path.Clean(name)}
+		}
+	case !strings.Contains(name, "/"):
+		for _, dir := range strings.Split(h.Env["PATH"], ":") {
+			cands = append(cands, path.Join(dir, name))
+		}
+	}
+	if len(cands) > 0 {
+		found, err := sandbox.EngineHasPaths(ctx, cli, image, cands)
+		if err != nil {
+			return "", nil, &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("looking for the %s agent's executable %q in the host folders the sandbox mounts: %v", rc.agent, name, err)}
+		}
+		for _, c := range cands {
+			if found[c] {
+				return c, nil, nil
+			}
+		}
+	}
+	return "", nil, &startupError{code: report.ErrAgentNotFound,
+		message:     fmt.Sprintf("the %s agent's executable %q is not on this machine's PATH, nor on the PATH of the host folders the sandbox mounts (%s)", rc.agent, name, h.Env["PATH"]),
+		suggestions: []string{"Install the agent's CLI, name it with agent-bin, or pass an image that contains it."}}
+}
+
+// minimalSandbox fills cfg for --image minimal: a small image built from
+// this machine's files (busybox, bash, CA certificates, the libraries of
+// the agent's native executable), the agent's executable mounted at
+// inContainerBinDir and the host's Go toolchain at inContainerGoroot with
+// the warm Go build cache (withWarmGoCache). It returns the agent's path
+// inside ("" for the command agent).
+func minimalSandbox(ctx context.Context, cli sandbox.DockerAPI, rc runConfig, cfg sandbox.Config, native *agent.Native) (sandbox.Config, string, error) {
+	var agentBin string
+	var libsFor []string
+	if native != nil {
+		agentBin = path.Join(inContainerBinDir, rc.spec.Bin)
+		if native.Package != "" {
+			// A Node.js program: its package read-only where nothing
+			// else is, the host's node on PATH to run its script.
+			agentBin = path.Join(inContainerAgentDir, rc.spec.Name, native.Entry)
+			cfg.Mounts = append(cfg.Mounts,
+				sandbox.Mount{Source: native.Package, Target: path.Join(inContainerAgentDir, rc.spec.Name), ReadOnly: true},
+				sandbox.Mount{Source: native.Path, Target: path.Join(inContainerBinDir, "node"), ReadOnly: true})
+		} else {
+			cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: native.Path, Target: agentBin, ReadOnly: true})
+		}
+		if !native.Static() {
+			libsFor = append(libsFor, native.Path)
+		}
+	}
+	if goroot := hostGoroot(); goroot != "" {
+		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: goroot, Target: inContainerGoroot, ReadOnly: true})
+		var warm bool
+		// No C compiler in the minimal image: cgo off, as the cache is warmed.
+		if cfg, warm = withWarmGoCache(ctx, cfg, goroot, false); warm && goroot != inContainerGoroot {
+			// The cache's entries are keyed by GOROOT's path: the
+			// toolchain is also mounted at its host path, and named.
+			cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: goroot, Target: goroot, ReadOnly: true})
+			cfg.ToolEnv["GOROOT"] = goroot
+		}
+	}
+	built := announceIfSlow(ctx, report.WorkImage, "building the minimal sandbox image from this machine's files (once; later runs reuse it)")
+	ref, err := sandbox.BuildImage(ctx, cli, sandbox.DefaultImageSpec(libsFor...))
+	built(err)
+	if err != nil {
+		return cfg, "", imageError(ctx, err)
+	}
+	cfg.Image = ref
+	return cfg, agentBin, nil
+}
+
+// withUserMounts adds the --mount folders, read-only. One at its own path
+// inside a host folder the default sandbox mounts already (covers) is
+// there and is skipped. A source the mount policy refuses is refused
+// first, whether it exists or not. A folder goalrun cannot see is looked for on the
+// Engine's host (goalrun may run in a container): there, it is mounted
+// from there; nowhere, it is bad input naming the flag. The mount policy
+// is applied by sandbox.StartDocker, whose refusal names the flag too.
+func withUserMounts(ctx context.Context, cli sandbox.DockerAPI, rc runConfig, cfg sandbox.Config, covers func(string) bool) (sandbox.Config, error) {
+	var unseen []sandbox.Mount
+	for _, m := range rc.extraMounts {
+		if err := sandbox.CheckMountSource(m.Name, m.Source, os.LookupEnv, cli.DaemonHost()); err != nil {
+			return cfg, err
+		}
+		if m.Source == m.Target && covers(m.Source) {
+			continue
+		}
+		if _, err := os.Stat(m.Source); err == nil {
+			cfg.Mounts = append(cfg.Mounts, m)
+			continue
+		}
+		unseen = append(unseen, m)
+	}
+	if len(unseen) == 0 {
+		return cfg, nil
+	}
+	paths := make([]string, len(unseen))
+	for i, m := range unseen {
+		paths[i] = m.Source
+	}
+	found, err := sandbox.EngineHasPaths(ctx, cli, cfg.Image, paths)
+	if err != nil {
+		return cfg, &startupError{code: report.ErrSandboxFailed, message: fmt.Sprintf("looking for %s on the Docker Engine's host: %v", unseen[0].Name, err)}
+	}
+	for _, m := range unseen {
+		if !found[m.Source] {
+			return cfg, badInput("%s: %s exists neither on this machine nor on the Docker Engine's host (%s)", m.Name, m.Source, cli.DaemonHost())
+		}
+		m.EngineHost = true
+		cfg.Mounts = append(cfg.Mounts, m)
+	}
+	return cfg, nil
+}
+
+// hostCgo says whether the default sandbox's steps build Go with cgo
+// (CGO_ENABLED=1), as the go command would on the host: not when goalrun's
+// environment sets CGO_ENABLED=0, else when gcc — the C compiler the go
+// command uses on Linux when CC is not set (`go help environment`; CC is
+// not carried into the sandbox) — is on the host's PATH and inside the
+// mounted host folders (covers), so a cgo package or `go test -race`
+// builds inside as it does outside. The warm Go build cache is made with
+// the same setting.
+func hostCgo(getenv func(string) (string, bool), lookPath func(string) (string, error), covers func(string) bool) bool {
+	if v, ok := getenv("CGO_ENABLED"); ok && v == "0" {
+		return false
+	}
+	gcc, err := lookPath("gcc")
+	if err != nil {
+		return false
+	}
+	if real, err := filepath.EvalSymlinks(gcc); err == nil {
+		gcc = real
+	}
+	return covers(gcc)
 }
 
 // withWarmGoCache adds a read-only Go build cache that already holds the
 // standard library compiled by the host's toolchain at goroot (built once
 // per toolchain in the user's cache folder, goalrun/ below
 // os.UserCacheDir(), by sandbox.WarmGoCache), so a fresh check container
-// does not compile it again, and the agent cannot write it. The cache's
-// entries are keyed by GOROOT's path: when the host's GOROOT is not
-// inContainerGoroot it is also mounted at its host path and named by
-// GOROOT. Without a user cache folder, or when warming fails, the run goes
-// on without the cache (every check then compiles the standard library:
-// slower, not wrong).
-func withWarmGoCache(ctx context.Context, cfg sandbox.Config, goroot string) sandbox.Config {
+// does not compile it again, and the agent cannot write it; cgo is the
+// steps' CGO_ENABLED, which the cache is warmed with and which ToolEnv gets. The cache's
+// entries are keyed by GOROOT's path: the caller makes the toolchain
+// visible at goroot inside. Without a user cache folder, or when warming
+// fails, the run goes on without the cache (every check then compiles the
+// standard library: slower, not wrong); warm says whether it was added.
+func withWarmGoCache(ctx context.Context, cfg sandbox.Config, goroot string, cgo bool) (_ sandbox.Config, warm bool) {
 	base, err := os.UserCacheDir()
 	if err != nil {
-		return cfg
+		return cfg, false
 	}
-	dir, err := sandbox.WarmGoCache(ctx, goroot, filepath.Join(base, "goalrun"))
+	warmed := announceIfSlow(ctx, report.WorkGoCache, "warming a read-only Go build cache of the standard library for the checks (once per toolchain)")
+	dir, err := sandbox.WarmGoCache(ctx, goroot, filepath.Join(base, "goalrun"), cgo)
+	warmed(err)
 	if err != nil {
-		return cfg
+		return cfg, false
 	}
-	mnt, env := sandbox.GoCacheMount(dir)
+	mnt, env := sandbox.GoCacheMount(dir, cgo)
+	mnt.Name = "the warm Go build cache " + dir
 	cfg.Mounts = append(cfg.Mounts, mnt)
-	if goroot != inContainerGoroot {
-		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: goroot, Target: goroot, ReadOnly: true})
-		env["GOROOT"] = goroot
-	}
 	tool := make(map[string]string, len(cfg.ToolEnv)+len(env))
-	for k, v := range cfg.ToolEnv {
-		tool[k] = v
-	}
-	for k, v := range env {
-		tool[k] = v
-	}
+	maps.Copy(tool, cfg.ToolEnv)
+	maps.Copy(tool, env)
 	cfg.ToolEnv = tool
-	return cfg
+	return cfg, true
 }
 
 // relayBinary is goalrun's own executable, which runs the egress relay
@@ -282,7 +678,13 @@ func nativeAgent(rc runConfig) (agent.Native, error) {
 			message:     fmt.Sprintf("the %s agent's executable %q is not on this machine's PATH, so it cannot be mounted into the default sandbox image: %v", rc.agent, name, err),
 			suggestions: []string{"Install the agent's CLI, name it with agent-bin, or pass an image that contains it."}}
 	}
-	n, err := agent.NativeExecutable(rc.spec, agent.OSFS{}, onPath)
+	var n agent.Native
+	if rc.spec.Node {
+		node, _ := exec.LookPath("node")
+		n, err = agent.NodeProgram(rc.spec, agent.OSFS{}, onPath, node)
+	} else {
+		n, err = agent.NativeExecutable(rc.spec, agent.OSFS{}, onPath)
+	}
 	if err != nil {
 		return agent.Native{}, &startupError{code: report.ErrAgentNotFound,
 			message: fmt.Sprintf("the %s agent at %s cannot run in the sandbox: %v", rc.agent, onPath, err)}
@@ -311,9 +713,14 @@ func hostGoroot() string {
 // closes and where the agent is inside the container.
 type dockerSandbox struct {
 	*sandbox.Docker
-	close func() error
-	bin   string // the agent's executable inside the container ("" = as given)
+	close   func() error
+	bin     string   // the agent's executable inside the container ("" = as given)
+	notices []string // what the user should know about the sandbox (Notices)
 }
+
+// Notices are sentences about the sandbox the user should read, for
+// example a host folder the default sandbox left out.
+func (d *dockerSandbox) Notices() []string { return d.notices }
 
 // agentPlacer is implemented by sandboxes that decide where the agent runs
 // from and how it reaches its model API from inside.
@@ -348,4 +755,38 @@ func (d *dockerSandbox) Close(ctx context.Context) error {
 		d.close = nil
 	}
 	return err
+}
+
+// defaultSandboxHolds says in plain words what the default Docker sandbox
+// (no --image) holds, for advice.
+const defaultSandboxHolds = "this machine's system folders, read-only (/usr with /usr/local, /bin, /lib*, /opt, and the CA certificates and linker cache from /etc), with the agent's CLI — not your home folder, so a tool installed there (pyenv, nvm, rustup, ~/.local/bin, a Go in ~/sdk) is not found"
+
+// minimalSandboxHolds says the same of --image minimal.
+const minimalSandboxHolds = "busybox (sh and the usual small tools), CA certificates, the agent's CLI and this machine's Go toolchain (at /usr/local/go) — not this machine's other programs"
+
+// notRunnableAdvice is the advice of a check that cannot run (exit 126 or
+// 127, or no shell) in the sandbox a run got: where the check runs, what
+// that sandbox holds, and the flag that gives it the command.
+func notRunnableAdvice(cfg runConfig, p sandbox.Posture) []string {
+	switch {
+	case p.Mode != "docker":
+		return []string{
+			"The check runs on this machine, in the workspace (" + cfg.dir + "): install the command it names or correct its path, and make it executable.",
+			"Run the check by hand in the workspace; it should exit 0 only when the goal is met.",
+		}
+	case cfg.image != "":
+		return []string{
+			"The check runs in a fresh container from the image " + cfg.image + ", with no network: that image lacks the command the check names, or it is not executable there. Add it to the image (next to the agent's CLI), or pass another image with --image.",
+		}
+	}
+	if cfg.minimalImage {
+		return []string{
+			"The check runs in a fresh container, not on this machine, so a command found here is not found there. The minimal sandbox (--image minimal) holds " + minimalSandboxHolds + ".",
+			"Drop --image minimal to use this machine's system folders, pass --image with an image that has the check's command and toolchain (and the agent's CLI), or run without a container with --sandbox local (no isolation).",
+		}
+	}
+	return []string{
+		"The check runs in a fresh container, not on this machine, so a command found here is not found there. The default sandbox holds " + defaultSandboxHolds + ".",
+		"Install the command in a system folder, bring the folder that holds it in with --mount HOST[:TARGET] (read-only), pass --image with an image that has the check's command and toolchain (and the agent's CLI), or run without a container with --sandbox local (no isolation).",
+	}
 }
