@@ -1,0 +1,178 @@
+package docs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/goalrun/goalrun"
+
+// Outside modules only some packages may import (docs/architecture.md,
+// "Package map"; CONTRIBUTING.md, "Dependencies between packages").
+const (
+	goGitHub        = "github.com/google/go-github/"
+	goGitHubActions = "github.com/sethvargo/go-githubactions"
+)
+
+// knownTestHelpersInBinary are the test helpers the goalrun binary links
+// today, each with its reason; CONTRIBUTING.md names them as the known
+// exceptions. Removing one from the binary means removing it here.
+var knownTestHelpersInBinary = map[string]string{
+	module + "/goal/agent/agenttest": "the demo's scripted model server",
+}
+
+// listedPackage is what go list says of one package.
+type listedPackage struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// goList runs go list -json on the module's packages (from the root).
+func goList(t *testing.T, args ...string) []listedPackage {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(gobin, append([]string{"list", "-json"}, args...)...)
+	cmd.Dir = repoRoot
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	var pkgs []listedPackage
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatalf("go list %s listed no package", strings.Join(args, " "))
+	}
+	return pkgs
+}
+
+// inModule reports whether import path p is one of the module's packages.
+func inModule(p string) bool { return p == module || strings.HasPrefix(p, module+"/") }
+
+// under reports whether import path p is the module's package dir or one
+// below it.
+func under(p, dir string) bool {
+	d := module + "/" + dir
+	return p == d || strings.HasPrefix(p, d+"/")
+}
+
+// TestDependencyRules enforces the layering of docs/architecture.md on the
+// packages' direct imports: the sandbox knows nothing of agents, documents
+// or GitHub; the loop and the agents know nothing of GitHub; the document
+// knows nothing of the loop; only the command and the GitHub package import
+// go-github and go-githubactions.
+func TestDependencyRules(t *testing.T) {
+	type rule struct {
+		name      string
+		applies   func(pkg string) bool
+		forbidden func(imp string) bool
+	}
+	rules := []rule{
+		{"the sandbox imports no goal, report, setup or command package",
+			func(p string) bool { return under(p, "sandbox") },
+			func(i string) bool {
+				return under(i, "goal") || under(i, "report") || under(i, "setup") || under(i, "cmd")
+			}},
+		{"the egress proxy imports nothing of goalrun",
+			func(p string) bool { return under(p, "sandbox/egress") },
+			func(i string) bool { return inModule(i) && !under(i, "sandbox/egress") }},
+		{"the loop and the agents import nothing of GitHub or the command",
+			func(p string) bool { return under(p, "goal") },
+			func(i string) bool { return under(i, "report/github") || under(i, "cmd") }},
+		{"the document imports nothing of the loop, the agents or the command",
+			func(p string) bool { return under(p, "report") && !under(p, "report/github") },
+			func(i string) bool { return under(i, "goal") || under(i, "cmd") || under(i, "report/github") }},
+		{"the GitHub package imports nothing of the loop, the sandbox or the command",
+			func(p string) bool { return under(p, "report/github") },
+			func(i string) bool { return under(i, "goal") || under(i, "sandbox") || under(i, "cmd") }},
+		{"only the command and the GitHub package import go-github and go-githubactions",
+			func(p string) bool { return !under(p, "cmd/goalrun") && !under(p, "report/github") },
+			func(i string) bool { return strings.HasPrefix(i, goGitHub) || i == goGitHubActions }},
+		{"setup imports nothing of goalrun but its shared leaves (internal)",
+			func(p string) bool { return under(p, "setup") },
+			func(i string) bool { return inModule(i) && !under(i, "setup") && !under(i, "internal") }},
+		{"the shared leaves (internal) import nothing of goalrun",
+			func(p string) bool { return under(p, "internal") },
+			func(i string) bool { return inModule(i) && !under(i, "internal") }},
+		{"the docs package imports nothing of goalrun",
+			func(p string) bool { return under(p, "docs") },
+			func(i string) bool { return inModule(i) && !under(i, "docs") }},
+	}
+	pkgs := goList(t, "./...")
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
+			applied := 0
+			for _, p := range pkgs {
+				if !r.applies(p.ImportPath) {
+					continue
+				}
+				applied++
+				for _, imp := range p.Imports {
+					if r.forbidden(imp) {
+						t.Errorf("%s imports %s", strings.TrimPrefix(p.ImportPath, module+"/"), imp)
+					}
+				}
+			}
+			if applied == 0 {
+				t.Errorf("no package of the module matches the rule: a package was renamed; update the rule")
+			}
+		})
+	}
+}
+
+// TestNoTestHelpersInBinary: the goalrun binary links no test helper (a
+// package whose name ends in "test": the module's fakes, net/http/httptest,
+// testing) but the known exceptions.
+func TestNoTestHelpersInBinary(t *testing.T) {
+	pkgs := goList(t, "-deps", "./cmd/goalrun")
+	var inBinary []string
+	for _, p := range pkgs {
+		inBinary = append(inBinary, p.ImportPath)
+	}
+	allowed := map[string]bool{}
+	for helper := range knownTestHelpersInBinary {
+		allowed[helper] = true
+		for _, p := range goList(t, "-deps", helper) { // what the helper brings along
+			if !inModule(p.ImportPath) {
+				allowed[p.ImportPath] = true
+			}
+		}
+	}
+	for _, p := range inBinary {
+		name := p[strings.LastIndex(p, "/")+1:]
+		helper := p == "testing" || strings.HasSuffix(name, "test") && !strings.HasPrefix(p, "internal/")
+		if helper && !allowed[p] {
+			t.Errorf("the goalrun binary links %s, a test helper: move what needs it into a _test.go file", p)
+		}
+	}
+	for helper, why := range knownTestHelpersInBinary {
+		found := false
+		for _, p := range inBinary {
+			found = found || p == helper
+		}
+		if !found {
+			t.Errorf("%s (%s) is no longer in the binary: remove it from knownTestHelpersInBinary and CONTRIBUTING.md", helper, why)
+		}
+	}
+}
