@@ -195,6 +195,9 @@ type Docker struct {
 	netName    string // bridge: the per-run network
 	netMode    container.NetworkMode
 	agentID    string
+	agentName  string                // the agent container's name (createAgent)
+	agentCfg   *container.Config     // what the agent container was created with,
+	agentHC    *container.HostConfig // for recreateAgent
 	agentEnv   []string
 	checkEnv   []string
 	relayCmd   []string // main process of the agent container
@@ -926,7 +929,7 @@ func (d *Docker) createAgent(ctx context.Context) error {
 		}
 		return fmt.Errorf("sandbox: docker: creating the agent container from %s: %w", d.image, err)
 	}
-	d.agentID = id
+	d.agentID, d.agentName, d.agentCfg, d.agentHC = id, name, cfg, hc
 
 	if relayVolume != "" {
 		if err := d.copyRelayIn(ctx); err != nil {
@@ -986,8 +989,28 @@ func (d *Docker) startAgent(ctx context.Context) error {
 	d.mu.Lock()
 	d.agentRan = true // from here on, processes of the agent's may run
 	d.mu.Unlock()
-	if err := d.cli.ContainerStart(ctx, d.agentID, container.StartOptions{}); err != nil {
-		return fmt.Errorf("sandbox: docker: starting the agent container: %w", err)
+	for dropped := 0; ; dropped++ {
+		err := d.cli.ContainerStart(ctx, d.agentID, container.StartOptions{})
+		if err == nil {
+			break
+		}
+		// The agent container was created at sandbox start and starts at
+		// the first turn: a host file mounted read-only for the toolchains
+		// may have been removed meanwhile (see createContainer).
+		less, ok := withoutVanished(d.agentHC, err)
+		if !ok || dropped >= vanishedRetries {
+			return fmt.Errorf("sandbox: docker: starting the agent container: %w", err)
+		}
+		if rerr := d.recreateAgent(ctx, less); rerr != nil {
+			return fmt.Errorf("sandbox: docker: starting the agent container: %w (re-creating it without the vanished mount: %v)", err, rerr)
+		}
+		if d.cfg.RelayBinary != "" {
+			r, err := d.watchRelay(ctx)
+			if err != nil {
+				return err
+			}
+			ready = r
+		}
 	}
 	if ready != nil {
 		select {
@@ -1001,6 +1024,35 @@ func (d *Docker) startAgent(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	return nil
+}
+
+// recreateAgent replaces the agent container, never started, by one made
+// from the same configuration with hc: the container is removed and created
+// again under its name. Its volumes (the workspace copy, the relay, the
+// deps) are kept, so what was copied in before is there. Mounts no longer in
+// hc leave d.extraMnts (check containers do without them too); the posture
+// read at start still lists them: the sandbox holds less than it says,
+// never more.
+func (d *Docker) recreateAgent(ctx context.Context, hc *container.HostConfig) error {
+	old := d.agentID
+	rctx, cancel := bg(ctx)
+	err := d.cli.ContainerRemove(rctx, old, container.RemoveOptions{Force: true})
+	cancel()
+	if err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("removing the agent container: %w", err)
+	}
+	d.track(func(c *createdSet) { c.containers = without(c.containers, []string{old}) })
+	id, err := d.createContainer(ctx, d.agentCfg, hc, d.agentName, func(ref string) {
+		d.track(func(c *createdSet) { c.containers = append(c.containers, ref) })
+	})
+	if err != nil {
+		return err
+	}
+	d.agentID, d.agentHC = id, hc
+	d.extraMnts = slices.DeleteFunc(slices.Clone(d.extraMnts), func(m mount.Mount) bool {
+		return !slices.ContainsFunc(hc.Mounts, func(k mount.Mount) bool { return k.Source == m.Source && k.Target == m.Target })
+	})
 	return nil
 }
 
