@@ -41,9 +41,15 @@ const keptDepsStaleAfter = 24 * time.Hour
 
 // keptDepsKey is the kept deps volume's key: SetupConfig.Key and what the
 // setup steps' outputs depend on in the sandbox — the image, the user, the
-// step environments (the toolchain settings: GOFLAGS, CGO_ENABLED, GOCACHE…),
-// the host mounts (the toolchains; the warm Go cache's folder is named by
-// the Go version), the setup's allowlist and the workspace's path. 24 hex digits of a SHA-256.
+// step environments (the toolchain settings: PATH, GOFLAGS, CGO_ENABLED,
+// GOCACHE…), the setup's allowlist and the workspace's path. 24 hex digits
+// of a SHA-256. The host folders mounted for the toolchains are not in it:
+// only Go steps keep a volume (setup.DepsKey), the Go toolchain's identity is
+// in SetupConfig.Key, and Go's module cache is addressed by content and its
+// build cache by the compilers and flags that built each entry
+// (https://pkg.go.dev/cmd/go#hdr-Build_and_test_caching), so a folder added
+// to /opt or removed from /usr/local never makes the volume wrong — only a
+// volume filled again for nothing.
 func (d *Docker) keptDepsKey() string {
 	h := sha256.New()
 	field := func(parts ...string) {
@@ -72,9 +78,6 @@ func (d *Docker) keptDepsKey() string {
 	envField("tool", d.cfg.ToolEnv)
 	envField("setup", d.cfg.Setup.Env)
 	envField("check", d.cfg.Setup.CheckEnv)
-	for _, m := range d.extraMnts {
-		field("mount", m.Source, m.Target, fmt.Sprint(m.ReadOnly))
-	}
 	hosts := slices.Clone(d.cfg.Setup.AllowHosts)
 	sort.Strings(hosts)
 	field(append([]string{"allow"}, hosts...)...)
