@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -217,7 +216,6 @@ func (t *WorkspaceTracker) compare(ctx context.Context, root *os.Root, base, cur
 		kept = &cappedBuffer{limit: t.opt.PatchBytes}
 		patch = io.MultiWriter(patch, kept)
 	}
-	seed := maphash.MakeSeed()
 	env := &classifyEnv{decls: t.goDeclsOf(root, cur), cur: cur}
 	bestCheck := 0
 	for _, p := range paths {
@@ -252,7 +250,7 @@ func (t *WorkspaceTracker) compare(ctx context.Context, root *os.Root, base, cur
 		newText, newOK := t.newContent(root, p, n, &fc)
 		writeHeader(patch, &fc, o, n)
 		if oldOK && newOK {
-			fc.Insertions, fc.Deletions = writeTextDiff(patch, fc.Path, oldText, newText, seed)
+			fc.Insertions, fc.Deletions = writeTextDiff(patch, fc.Path, oldText, newText)
 		} else {
 			fc.Binary = true
 			writeBinary(patch, &fc, o, n)

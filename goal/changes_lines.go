@@ -3,25 +3,56 @@ package goal
 import (
 	"bytes"
 	"fmt"
-	"hash/maphash"
 	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sergi/go-diff/diffmatchpatch"
 )
 
-// Bounds of the line diff.
+// Bounds of the line diff. The diff itself is github.com/sergi/go-diff's
+// Myers bisection (linear memory, time about the product of the lines
+// compared and the edit distance); these bound the work a hostile file can
+// cause. Past a bound the differing middle (what lies between the common
+// prefix and suffix) counts as replaced: exact counts are then an upper
+// bound.
 const (
-	// diffMaxEdits bounds the edit distance the Myers search explores (the
-	// search's memory grows with its square: about 8 MB at 1000). A file
-	// whose remaining difference is larger is diffed as "replace the
-	// differing middle": exact counts are then an upper bound.
+	// diffMaxEdits: when the lines of the middle differ in count by more
+	// than this many (a lower bound on the edit distance: every line that
+	// one side has more often than the other is inserted or deleted), the
+	// middle counts as replaced without running the diff.
 	diffMaxEdits = 1000
+	// diffExactLines: a middle of at most this many lines (both sides
+	// together) is always diffed exactly, with no deadline; its worst case,
+	// every line moved, took 19–37 ms on a loaded 2-core machine
+	// (docs/benchmarks.md, "The line diff").
+	diffExactLines = 2000
+	// diffMaxLines: a middle of more lines than this counts as replaced.
+	// go-diff encodes each distinct line as one Unicode code point and
+	// panics past 1,112,060 of them.
+	diffMaxLines = 1_000_000
 	// diffContext is the number of unchanged lines around each hunk.
 	diffContext = 3
 )
+
+// diffDeadline bounds the time of the search of a middle larger than
+// diffExactLines: past it the middle counts as replaced (so the outcome
+// depends on the machine's speed only for a file that takes about this
+// long). Hundreds of scattered edits in a 1 MiB file take 5–20 ms; a
+// reordering of most of a large file takes seconds. A variable so that
+// tests can shorten it.
+var diffDeadline = 250 * time.Millisecond
 
 // line is one line of a text, its bytes without the newline.
 type line struct {
 	text []byte
 	eol  bool // ended with "\n"
+}
+
+// equal reports whether two lines are the same, newline included.
+func (l line) equal(o line) bool {
+	return l.eol == o.eol && bytes.Equal(l.text, o.text)
 }
 
 // splitLines splits b into lines; the last one may lack its newline.
@@ -39,6 +70,23 @@ func splitLines(b []byte) []line {
 	return out
 }
 
+// joinLines is the text of ls.
+func joinLines(ls []line) string {
+	var b strings.Builder
+	n := len(ls)
+	for _, l := range ls {
+		n += len(l.text)
+	}
+	b.Grow(n)
+	for _, l := range ls {
+		b.Write(l.text)
+		if l.eol {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
 // edit is one step of an edit script: ' ' keep, '-' delete, '+' insert, with
 // the line's index in the old (a) or new (b) text.
 type edit struct {
@@ -48,12 +96,10 @@ type edit struct {
 
 // writeTextDiff writes the unified diff (3 lines of context, git's "\ No
 // newline at end of file" marker) of old → new to w and returns the
-// inserted and deleted line counts. Lines are compared by a 64-bit hash
-// (seeded per diff).
-func writeTextDiff(w io.Writer, name string, old, new []byte, seed maphash.Seed) (ins, del int) {
+// inserted and deleted line counts.
+func writeTextDiff(w io.Writer, name string, old, new []byte) (ins, del int) {
 	a, b := splitLines(old), splitLines(new)
-	ha, hb := hashLines(a, seed), hashLines(b, seed)
-	script := diffScript(ha, hb)
+	script := diffScript(a, b)
 	for _, e := range script {
 		switch e.op {
 		case '+':
@@ -79,50 +125,22 @@ func writeTextDiff(w io.Writer, name string, old, new []byte, seed maphash.Seed)
 	return ins, del
 }
 
-// hashLines hashes each line with its newline flag.
-func hashLines(ls []line, seed maphash.Seed) []uint64 {
-	out := make([]uint64, len(ls))
-	for i, l := range ls {
-		var h maphash.Hash
-		h.SetSeed(seed)
-		h.Write(l.text)
-		if l.eol {
-			h.WriteByte('\n')
-		}
-		out[i] = h.Sum64()
-	}
-	return out
-}
-
-// diffScript returns a shortest edit script from a to b (Myers' O(ND)
-// algorithm on the part between the common prefix and suffix), or, when
-// that part differs by more than diffMaxEdits, one that deletes all of it
-// and inserts the new middle.
-func diffScript(a, b []uint64) []edit {
+// diffScript returns the edit script from a to b: the common prefix and
+// suffix kept, the middle between them diffed by diffMiddle.
+func diffScript(a, b []line) []edit {
 	pre := 0
-	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+	for pre < len(a) && pre < len(b) && a[pre].equal(b[pre]) {
 		pre++
 	}
 	suf := 0
-	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf].equal(b[len(b)-1-suf]) {
 		suf++
 	}
 	script := make([]edit, 0, len(a)+len(b)-pre-suf)
 	for i := 0; i < pre; i++ {
 		script = append(script, edit{' ', i, i})
 	}
-	ma, mb := a[pre:len(a)-suf], b[pre:len(b)-suf]
-	mid, ok := myers(ma, mb, diffMaxEdits)
-	if !ok {
-		mid = mid[:0]
-		for i := range ma {
-			mid = append(mid, edit{'-', i, 0})
-		}
-		for j := range mb {
-			mid = append(mid, edit{'+', len(ma), j})
-		}
-	}
-	for _, e := range mid {
+	for _, e := range diffMiddle(a[pre:len(a)-suf], b[pre:len(b)-suf]) {
 		script = append(script, edit{e.op, e.a + pre, e.b + pre})
 	}
 	for i := 0; i < suf; i++ {
@@ -131,76 +149,80 @@ func diffScript(a, b []uint64) []edit {
 	return script
 }
 
-// myers returns the edit script of a → b, or ok=false when more than maxD
-// edits are needed.
-func myers(a, b []uint64, maxD int) ([]edit, bool) {
-	n, m := len(a), len(b)
-	if n == 0 && m == 0 {
-		return nil, true
-	}
-	limit := min(n+m, maxD)
-	off := limit + 1
-	v := make([]int32, 2*limit+3)
-	var trace [][]int32
-	found := -1
-	for d := 0; d <= limit && found < 0; d++ {
-		trace = append(trace, append([]int32(nil), v[off-d-1:off+d+2]...))
-		for k := -d; k <= d; k += 2 {
-			var x int
-			if k == -d || (k != d && v[off+k-1] < v[off+k+1]) {
-				x = int(v[off+k+1])
-			} else {
-				x = int(v[off+k-1]) + 1
-			}
-			y := x - k
-			for x < n && y < m && a[x] == b[y] {
-				x++
-				y++
-			}
-			v[off+k] = int32(x)
-			if x >= n && y >= m {
-				found = d
-				break
-			}
+// diffMiddle returns a shortest edit script from a to b (go-diff on the
+// lines, each line one code point), or, past the bounds above, one that
+// deletes all of a and inserts all of b.
+func diffMiddle(a, b []line) []edit {
+	if len(a) > 0 && len(b) > 0 && len(a)+len(b) <= diffMaxLines {
+		if mid, ok := goDiff(a, b); ok {
+			return mid
 		}
 	}
-	if found < 0 {
+	mid := make([]edit, 0, len(a)+len(b))
+	for i := range a {
+		mid = append(mid, edit{'-', i, 0})
+	}
+	for j := range b {
+		mid = append(mid, edit{'+', len(a), j})
+	}
+	return mid
+}
+
+// goDiff diffs a → b with go-diff, or returns ok=false when the lines'
+// counts differ by more than diffMaxEdits or the diff of a middle over
+// diffExactLines outlasts diffDeadline.
+func goDiff(a, b []line) (script []edit, ok bool) {
+	dmp := diffmatchpatch.New()
+	// No time limit inside DiffMain's steps: with one, go-diff also splits
+	// at a long common run first, which can miss a shorter script.
+	dmp.DiffTimeout = 0
+	ca, cb, distinct := dmp.DiffLinesToChars(joinLines(a), joinLines(b))
+	count := make(map[rune]int, len(distinct))
+	for _, r := range ca {
+		count[r]++
+	}
+	for _, r := range cb {
+		count[r]--
+	}
+	lower := 0
+	for _, c := range count {
+		lower += max(c, -c)
+	}
+	if lower > diffMaxEdits {
 		return nil, false
 	}
-	// Backtrack from (n, m); trace[d] holds v before step d, for k in
-	// [-d-1, d+1] at index k+d+1.
-	var rev []edit
-	x, y := n, m
-	for d := found; d >= 0; d-- {
-		tv := trace[d]
-		at := func(k int) int { return int(tv[k+d+1]) }
-		k := x - y
-		var prevK int
-		if k == -d || (k != d && at(k-1) < at(k+1)) {
-			prevK = k + 1
-		} else {
-			prevK = k - 1
+	var diffs []diffmatchpatch.Diff
+	if len(a)+len(b) <= diffExactLines {
+		diffs = dmp.DiffMain(ca, cb, false)
+	} else {
+		// DiffBisect is DiffMain's search with a deadline of its own
+		// (for a middle of this size; it cannot take one or two lines).
+		deadline := time.Now().Add(diffDeadline)
+		diffs = dmp.DiffBisect(ca, cb, deadline)
+		if time.Now().After(deadline) {
+			return nil, false
 		}
-		prevX := at(prevK)
-		prevY := prevX - prevK
-		for x > prevX && y > prevY {
-			rev = append(rev, edit{' ', x - 1, y - 1})
-			x--
-			y--
-		}
-		if d > 0 {
-			if x == prevX {
-				rev = append(rev, edit{'+', x, y - 1})
-			} else {
-				rev = append(rev, edit{'-', x - 1, y})
+		diffs = dmp.DiffCleanupMerge(diffs)
+	}
+	script = make([]edit, 0, len(a)+len(b))
+	i, j := 0, 0
+	for _, d := range diffs {
+		for range utf8.RuneCountInString(d.Text) {
+			switch d.Type {
+			case diffmatchpatch.DiffEqual:
+				script = append(script, edit{' ', i, j})
+				i++
+				j++
+			case diffmatchpatch.DiffDelete:
+				script = append(script, edit{'-', i, j})
+				i++
+			case diffmatchpatch.DiffInsert:
+				script = append(script, edit{'+', i, j})
+				j++
 			}
 		}
-		x, y = prevX, prevY
 	}
-	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
-		rev[i], rev[j] = rev[j], rev[i]
-	}
-	return rev, true
+	return script, true
 }
 
 // writeHunks writes the script as unified-diff hunks.

@@ -6,7 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
-	"hash/maphash"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -588,17 +588,16 @@ func TestChangesRespectsMaxFiles(t *testing.T) {
 	}
 }
 
-// TestMyersIsMinimal checks the line diff against a brute-force longest
+// TestLineDiffIsMinimal checks the line diff against a brute-force longest
 // common subsequence on random texts: the insertions and deletions of a
 // minimal script are determined by the LCS length.
-func TestMyersIsMinimal(t *testing.T) {
+func TestLineDiffIsMinimal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	seed := maphash.MakeSeed()
 	for n := 0; n < 400; n++ {
 		a := randLines(rng, rng.IntN(30))
 		b := mutate(rng, a)
 		var buf bytes.Buffer
-		ins, del := writeTextDiff(&buf, "f", []byte(strings.Join(a, "")), []byte(strings.Join(b, "")), seed)
+		ins, del := writeTextDiff(&buf, "f", []byte(strings.Join(a, "")), []byte(strings.Join(b, "")))
 		l := lcs(a, b)
 		if ins != len(b)-l || del != len(a)-l {
 			t.Fatalf("case %d: +%d −%d, want +%d −%d\na=%q\nb=%q\n%s", n, ins, del, len(b)-l, len(a)-l, a, b, buf.String())
@@ -640,20 +639,19 @@ func mutate(rng *rand.Rand, a []string) []string {
 }
 
 func lcs(a, b []string) int {
-	dp := make([][]int, len(a)+1)
-	for i := range dp {
-		dp[i] = make([]int, len(b)+1)
-	}
+	// one row of the table at a time: the large cases have thousands of lines
+	next, cur := make([]int, len(b)+1), make([]int, len(b)+1)
 	for i := len(a) - 1; i >= 0; i-- {
 		for j := len(b) - 1; j >= 0; j-- {
 			if a[i] == b[j] {
-				dp[i][j] = dp[i+1][j+1] + 1
+				cur[j] = next[j+1] + 1
 			} else {
-				dp[i][j] = max(dp[i+1][j], dp[i][j+1])
+				cur[j] = max(next[j], cur[j+1])
 			}
 		}
+		next, cur = cur, next
 	}
-	return dp[0][0]
+	return next[0]
 }
 
 // applyNew returns the new-side lines of the first hunk.
@@ -674,16 +672,91 @@ func applyNew(patch string) string {
 	return b.String()
 }
 
-func TestDiffFallbackBeyondMaxEdits(t *testing.T) {
-	var a, b []string
-	for i := 0; i < 3000; i++ {
-		a = append(a, "a"+string(rune('0'+i%10))+"\n")
-		b = append(b, "b"+string(rune('0'+i%10))+"\n")
+// TestDiffBounds: the line diff is exact within its bounds, and past them
+// the differing middle counts as replaced (diffMaxEdits lines differing in
+// count, diffDeadline for a middle over diffExactLines lines).
+func TestDiffBounds(t *testing.T) {
+	numbered := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s%d\n", prefix, i)
+		}
+		return out
 	}
-	var buf bytes.Buffer
-	ins, del := writeTextDiff(&buf, "f", []byte(strings.Join(a, "")), []byte(strings.Join(b, "")), maphash.MakeSeed())
-	if ins != 3000 || del != 3000 {
-		t.Errorf("+%d −%d, want +3000 −3000", ins, del)
+	// everyOther replaces lines 0, 2, …, 2(k-1) of a.
+	everyOther := func(a []string, k int) []string {
+		b := append([]string(nil), a...)
+		for i := 0; i < k; i++ {
+			b[2*i] = fmt.Sprintf("new%d\n", i)
+		}
+		return b
+	}
+	reversed := func(a []string) []string {
+		b := make([]string, len(a))
+		for i := range a {
+			b[len(a)-1-i] = a[i]
+		}
+		return b
+	}
+	lines1200, lines20000 := numbered("l", 1200), numbered("l", 20000)
+	scattered := append([]string(nil), lines20000...)
+	for i := 0; i < 10; i++ {
+		scattered[i*2000+1000] = "edited\n"
+	}
+	for _, tc := range []struct {
+		name     string
+		a, b     []string
+		deadline time.Duration
+		ins, del int
+	}{
+		{"every line rewritten", numbered("a", 3000), numbered("b", 3000), time.Minute, 3000, 3000},
+		{"1000 lines differ in count: exact", lines1200, everyOther(lines1200, 500), time.Minute, 500, 500},
+		{"1002 lines differ in count: the middle replaced", lines1200, everyOther(lines1200, 501), time.Minute, 1001, 1001},
+		{"large middle within the deadline: exact", lines1200, reversed(lines1200), time.Minute, 1199, 1199},
+		{"large middle past the deadline: replaced", lines1200, reversed(lines1200), 0, 1200, 1200},
+		{"small middle: exact whatever the deadline", numbered("l", 900), reversed(numbered("l", 900)), 0, 899, 899},
+		{"scattered edits in a large file: exact", lines20000, scattered, time.Minute, 10, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(d time.Duration) { diffDeadline = d }(diffDeadline)
+			diffDeadline = tc.deadline
+			var buf bytes.Buffer
+			ins, del := writeTextDiff(&buf, "f", []byte(strings.Join(tc.a, "")), []byte(strings.Join(tc.b, "")))
+			if ins != tc.ins || del != tc.del {
+				t.Errorf("+%d −%d, want +%d −%d", ins, del, tc.ins, tc.del)
+			}
+		})
+	}
+}
+
+// TestLargeDiffIsMinimal: a middle over diffExactLines lines (go-diff's
+// search under its deadline) still gives a shortest script.
+func TestLargeDiffIsMinimal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := 0; n < 5; n++ {
+		a := make([]string, 1200)
+		for i := range a {
+			a[i] = fmt.Sprintf("%d\n", rng.IntN(40))
+		}
+		b := append([]string(nil), a...)
+		for k := 0; k < 40; k++ {
+			i := rng.IntN(len(b))
+			switch k % 3 {
+			case 0:
+				b = append(b[:i], b[i+1:]...)
+			case 1:
+				b = append(b[:i], append([]string{"x\n"}, b[i:]...)...)
+			default:
+				b[i] = fmt.Sprintf("%d\n", rng.IntN(40))
+			}
+		}
+		b[0], b[len(b)-1] = "first\n", "last\n" // no common prefix or suffix
+		var buf bytes.Buffer
+		ins, del := writeTextDiff(&buf, "f", []byte(strings.Join(a, "")), []byte(strings.Join(b, "")))
+		l := lcs(a, b)
+		if ins != len(b)-l || del != len(a)-l {
+			t.Errorf("case %d: +%d −%d, want +%d −%d", n, ins, del, len(b)-l, len(a)-l)
+		}
 	}
 }
 
