@@ -16,13 +16,16 @@ import (
 	ghsink "github.com/goalrun/goalrun/report/github"
 )
 
-var updateReadme = flag.Bool("update-readme", false, "rewrite README.md's GitHub Action section from action.yml")
+var updateReadme = flag.Bool("update-readme", false, "rewrite README.md's generated blocks: the minimal workflow and the action's tables")
 
-// The README section this file owns is between these markers; the rest of
-// README.md belongs to others and is never touched.
+// The README blocks this file owns lie between these markers; the rest of
+// README.md, the prose around them included, belongs to others and is
+// never touched.
 const (
-	readmeStart = "<!-- goalrun:action-section:start (generated from action.yml by go test ./cmd/goalrun -run TestActionMetadataInSync -update-readme) -->"
-	readmeEnd   = "<!-- goalrun:action-section:end -->"
+	readmeWorkflowStart = "<!-- goalrun:minimal-workflow:start (generated from examples/workflows/minimal.yml by go test ./cmd/goalrun -run TestActionMetadataInSync -update-readme) -->"
+	readmeWorkflowEnd   = "<!-- goalrun:minimal-workflow:end -->"
+	readmeTablesStart   = "<!-- goalrun:action-tables:start (generated from action.yml by go test ./cmd/goalrun -run TestActionMetadataInSync -update-readme) -->"
+	readmeTablesEnd     = "<!-- goalrun:action-tables:end -->"
 )
 
 type metaEntry struct {
@@ -74,142 +77,21 @@ func orderedMeta(t *testing.T) (inputs, outputs []metaEntry, runs map[string]str
 
 func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
-// readmeSection renders the README's GitHub Action section from action.yml
-// (the tables) and examples/workflows/minimal.yml (shown verbatim).
-func readmeSection(inputs, outputs []metaEntry) string {
+// readmeWorkflow renders the README's block that shows
+// examples/workflows/minimal.yml verbatim, markers included.
+func readmeWorkflow() string {
 	minimal, err := os.ReadFile(filepath.Join("..", "..", "examples", "workflows", "minimal.yml"))
 	if err != nil {
 		minimal = []byte("# examples/workflows/minimal.yml: " + err.Error() + "\n")
 	}
+	return readmeWorkflowStart + "\n```yaml\n" + string(minimal) + "```\n" + readmeWorkflowEnd + "\n"
+}
+
+// readmeTables renders the README's inputs and outputs tables from
+// action.yml, markers included.
+func readmeTables(inputs, outputs []metaEntry) string {
 	var b strings.Builder
-	b.WriteString(readmeStart + "\n")
-	b.WriteString(strings.Replace(`## GitHub Action
-
-Adopting goalrun in a repository takes two steps after `+"`"+`actions/checkout`+"`"+`: install the agent's CLI (skip it when the
-runner has it) and `+"`"+`uses: goalrun/goalrun@v1`+"`"+` with the model key and the check. This is the whole workflow
-([examples/workflows/minimal.yml](examples/workflows/minimal.yml)):
-
-`+"`"+``+"`"+``+"`"+`yaml
-{{minimal}}`+"`"+``+"`"+``+"`"+`
-
-It gives a live check run named `+"`"+`goalrun verdict`+"`"+` on the pull request's head commit, a comment with the report, the
-report in the job summary, and step outputs. In branch protection, require `+"`"+`goalrun verdict`+"`"+` (the `+"`"+`check-name`+"`"+`
-input): it carries goalrun's conclusion. The job's own check (`+"`"+`goalrun`+"`"+` here, named after the job) only says the
-step ran: it is green whenever the goal was met, verified or not. More workflows — a pull request check that gates on `+"`"+`verified`+"`"+`, a `+"`"+`/goalrun`+"`"+` comment bot,
-a nightly fix job over a matrix — are in [examples/workflows](examples/workflows). `+"`"+`goalrun/goalrun@v1`+"`"+` follows the
-latest v1 release; pin a release's full commit SHA to fix the exact code and binary you run.
-
-**How the action runs.** It is a composite action that runs a released, static goalrun **on the runner itself**, not
-in a container. The release workflow ([.github/workflows/release.yml](.github/workflows/release.yml)) builds goalrun
-with [.ci/build-release](.ci/build-release) for **Linux on amd64 and arm64** — the only platforms goalrun runs on: its
-sandbox is a Linux Docker Engine's containers and goalrun itself uses Linux kernel features, so use `+"`"+`runs-on:
-ubuntu-latest`+"`"+` or a Linux self-hosted runner with Docker (on a macOS or Windows runner the action stops with an error
-saying so). CI runs the same script on every change, so a release cannot fail to build. The workflow publishes the
-binaries with a GitHub release and commits their SHA-256 sums (`+"`"+`dist/SHA256SUMS`+"`"+`, with `+"`"+`dist/VERSION`+"`"+`) on the
-release commit; [action/launch.sh](action/launch.sh) downloads the binary for the runner (14.6 MB on linux/amd64, 13.5 MB on arm64), refuses it unless
-its SHA-256 is the one listed (it needs `+"`"+`curl`+"`"+` or `+"`"+`wget`+"`"+` and `+"`"+`sha256sum`+"`"+` or `+"`"+`shasum`+"`"+`, and says which is
-missing), keeps it in the runner's tool cache and starts `+"`"+`goalrun action`+"`"+` — seconds, with nothing to build. Pinning a release commit by SHA therefore pins the
-binary too. A ref that is not a release (a branch, a fork) has no `+"`"+`dist/`+"`"+`: goalrun is then built from the action's
-checkout with the runner's Go (`+"`"+`actions/setup-go`+"`"+`), which takes a minute and says so in a notice.
-
-Running on the runner is the point: goalrun sees the runner's `+"`"+`PATH`+"`"+` and toolchains — what `+"`"+`actions/setup-go`+"`"+`,
-`+"`"+`setup-node`+"`"+` or the runner image installed — and its default sandbox mounts the runner's system and toolchain folders
-read-only, so the check (`+"`"+`go test ./...`+"`"+`) finds the same Go the rest of the job uses, and the agent CLI installed by
-`+"`"+`npm install --global`+"`"+` is found on `+"`"+`PATH`+"`"+`. A container action gets neither the runner's `+"`"+`PATH`+"`"+` nor its toolchains:
-every project would have to build an image holding its agent CLI and toolchain first. Pass `+"`"+`image:`+"`"+` only for a
-toolchain the runner does not have. The sandbox is the runner's Docker Engine (GitHub's Ubuntu runners have one); the
-agent and every check run in its hardened containers, as with `+"`"+`goalrun run`+"`"+`.
-
-**The report.** The check run, the comment and the job summary carry the same report: the headline (met or not,
-grounded or not), one line saying what to do next (merge the fix pull request; apply the diff, since a change left
-on the runner is thrown away with it; read the failing check; raise a budget …), links to the job run and to the fix
-pull request or branch, the changed files with their +/− counts, the diff (collapsed, cut to fit), then the agent's
-summary, the iterations, the tool calls, unverified claims, risky paths, the sandbox's posture and the goalrun/1
-document. The job summary adds a chart of the iteration timings when there are two agent turns or more to compare.
-A `+"`"+`/goalrun`+"`"+` comment gets an 👀 reaction and a "working on it" reply at once, naming who asked for what; that reply
-becomes the trigger's report, so a second `+"`"+`/goalrun`+"`"+` never overwrites the first's.
-
-**Permissions.** Each example sets the minimal `+"`"+`permissions:`+"`"+` for the API calls goalrun makes:
-
-| workflow | permissions | what for |
-|---|---|---|
-| minimal, pull request check | `+"`"+`contents: read`+"`"+`, `+"`"+`checks: write`+"`"+`, `+"`"+`pull-requests: write`+"`"+` | checkout; the check run; the comment |
-| comment bot | `+"`"+`contents: write`+"`"+`, `+"`"+`checks: write`+"`"+`, `+"`"+`pull-requests: write`+"`"+` | as above, plus reading the pull request's head commit (`+"`"+`issue_comment`+"`"+` payloads lack it), the replies to the comment, and the fix branch and pull request of `+"`"+`open-pr`+"`"+`; add `+"`"+`issues: write`+"`"+` only to answer on plain issues |
-| nightly fix pull requests | `+"`"+`contents: write`+"`"+`, `+"`"+`checks: write`+"`"+`, `+"`"+`pull-requests: write`+"`"+` | the fix branch and commit (Git Data API); the check run per target; opening or updating the fix pull request |
-
-The model API key comes from the step's `+"`"+`env:`+"`"+` (for example `+"`"+`ANTHROPIC_API_KEY: ${{ secrets.ANTHROPIC_API_KEY }}`+"`"+`); it is
-masked in the log and, in `+"`"+`egress`+"`"+` mode, never enters the sandbox. The examples check out with
-`+"`"+`persist-credentials: false`+"`"+`: goalrun talks to the API with `+"`"+`github-token`+"`"+` and needs no git credentials. A pull request
-from a fork is recognised from the event's payload: GitHub gives its workflows a read-only token and no secrets, so
-goalrun makes no check run, comment or pull request there, says so in one notice, and the job summary carries the
-report. Any other check run or comment the token may not write is a warning naming the missing permission; the exit
-code is still decided by the goal alone. A completion of the check run that GitHub refuses is
-retried with a minimal body, then replaced by a new completed check run of the same name; if even that fails, the step
-fails with an error saying the check run is left `+"`"+`in_progress`+"`"+`, never silently. Only people with the write, maintain or
-admin role on the repository, by GitHub's collaborator permission API, or bots listed in `+"`"+`allowed-bots`+"`"+` can start a
-run (a comment's `+"`"+`author_association`+"`"+` is not a permission — a private organisation's members arrive as
-`+"`"+`CONTRIBUTOR`+"`"+` — and decides only when that API refuses, with a warning); others get a polite reply as a new
-comment, which never replaces the report's comment (with `+"`"+`comment: off`+"`"+`, only a notice in the log and the job summary).
-A sticky comment is edited only when goalrun wrote it: its author must be the token's own identity
-(`+"`"+`github-actions[bot]`+"`"+` for the `+"`"+`GITHUB_TOKEN`+"`"+`, the app of an app token, the user of a personal access token), never
-another bot or a person quoting the marker. A fix pull request (`+"`"+`open-pr`+"`"+`) is opened only when the goal passed, the verdict is
-grounded and the agent changed files. It holds only the agent's change — the paths goalrun's change tracker saw the
-agent change, as the workspace holds them, less the new files the repository's `+"`"+`.gitignore`+"`"+` files or
-`+"`"+`.git/info/exclude`+"`"+` ignore (bytecode caches, test binaries, build outputs, installed packages), which git would
-not commit either and which the pull request names — laid on the commit the run started from, and goes into the branch the
-run started from: on a pull request or a `+"`"+`/goalrun`+"`"+` comment on one, the pull request's head commit and head branch
-(never the pull request author's own commits again; a fork's head branch cannot be pushed to, so there the change
-stays in the report). When the workspace held another commit than that head — `+"`"+`pull_request`+"`"+`'s merge checkout, or a
-head the author pushed to after the comment bot's checkout — the fix is laid on the head only if every file the agent
-changed is the same in both commits (so neither the base's lines nor a revert of the author's new commit ride along);
-otherwise nothing is pushed and the report says why: for a fix tested exactly as it is pushed, check out the head
-(`+"`"+`ref: ${{ github.event.pull_request.head.sha }}`+"`"+`). A workspace that holds the workflow's own commit instead of the pull
-request's code (`+"`"+`pull_request_target`+"`"+`'s default checkout, or a comment workflow that did not check out the pull request)
-gets no fix pull request: the agent fixed the base branch, not the pull request. On `+"`"+`workflow_dispatch`+"`"+`, `+"`"+`schedule`+"`"+` or `+"`"+`push`+"`"+`, the fix goes on the
-commit the workspace holds, into its branch (the branch `+"`"+`HEAD`+"`"+` is on, else the workflow's). A `+"`"+`/goalrun`+"`"+` comment on a
-plain issue gets a branch of its own per issue (`+"`"+`<prefix>/issue-N-<slug>`+"`"+`) and a pull request into the default branch
-whose body starts "Fixes #N", so merging it closes the issue. It is committed through the Git Data API (the host's git never runs in the tree
-the agent wrote) and changes under `+"`"+`.github/workflows/`+"`"+` are never pushed, only reported.
-
-**Fix pull requests and the `+"`"+`GITHUB_TOKEN`+"`"+`.** GitHub lets the workflow's `+"`"+`GITHUB_TOKEN`+"`"+` open a pull request only when the
-repository (and its organisation) allow it: Settings → Actions → General → Workflow permissions → "Allow GitHub
-Actions to create and approve pull requests", which new repositories have off. Without it GitHub answers 403 "GitHub
-Actions is not permitted to create or approve pull requests" after the fix branch was pushed: goalrun warns naming
-that setting, and the report links the branch's page that opens the pull request by hand. A pull request opened with
-the `+"`"+`GITHUB_TOKEN`+"`"+` also starts no workflow (GitHub's guard against runs starting runs), so the fix pull request's own
-checks run only after a later push to it. To have them run, give `+"`"+`github-token`+"`"+` a GitHub App installation token (for
-example from `+"`"+`actions/create-github-app-token`+"`"+`) or a personal token with `+"`"+`contents: write`+"`"+` and `+"`"+`pull-requests: write`+"`"+`.
-
-**Which commit is checked.** Before the agent runs, goalrun reads the commit the workspace holds from its `+"`"+`.git`+"`"+`
-(`+"`"+`HEAD`+"`"+` and the branch's ref, read as files: git never runs in the checkout, and a link out of `+"`"+`.git`+"`"+` or a FIFO
-there is refused) and puts the check run only on a commit that was tested. On a pull request (or a comment or review
-on one) that is its head commit, when the checkout is the head or, on `+"`"+`pull_request`+"`"+`, GitHub's merge of it into the
-base (the default checkout; GitHub's own workflow checks report that merge on the head too). Any other checkout —
-`+"`"+`pull_request_target`+"`"+`'s default, which is the base branch, or a head that moved on after a comment bot's checkout —
-gets no check run and a warning saying what to check out; the comment and the job summary still carry the report.
-On `+"`"+`push`+"`"+`, `+"`"+`schedule`+"`"+` and `+"`"+`workflow_dispatch`+"`"+` the check run is on the checked-out commit. A `+"`"+`/goalrun`+"`"+` comment on a
-plain issue gets no check run: its checkout is the default branch's tip, which the issue is not about, and a failing
-run must not turn that branch red. A workspace without `+"`"+`.git`+"`"+` (a checkout without git) is taken to hold `+"`"+`GITHUB_SHA`+"`"+`.
-
-**What the check run's conclusion says.** It is about the commit it is on. When the goal was met only with the
-agent's change (it changed files git would commit), that commit's own code failed the check, whether the change is
-left in the discarded workspace or sent as a fix pull request: the check run concludes `+"`"+`action_required`+"`"+` ("goal met
-only with the agent's change…"), so a required check blocks the merge until the fix is on the branch and a new run
-passes; the document, the job and the `+"`"+`conclusion`+"`"+` output keep the run's own verdict. A check that passed before any
-agent turn is `+"`"+`success`+"`"+`. GitHub lets a required check through on `+"`"+`success`+"`"+`, `+"`"+`neutral`+"`"+` or `+"`"+`skipped`+"`"+`: a `+"`"+`neutral`+"`"+` goalrun check
-(the commit passed, but not verified: a judge decided, or the check's output showed no test ran) does not block a
-merge. Where only a verified pass may merge, require the job's own check and end the job red when
-`+"`"+`steps.<id>.outputs.verified != 'true'`+"`"+`.
-
-**Outputs.** Gate later steps on `+"`"+`verified`+"`"+`: it is `+"`"+`true`+"`"+` only for a pass grounded in goalrun's own check with the
-check's files untouched (`+"`"+`passed`+"`"+` is also true for a judge's word or a weakened test). Every verdict output is empty
-when no run started (bad input, or a comment that started nothing), so an empty value never reads as "false".
-
-### Inputs
-
-| input | default | description |
-|---|---|---|
-`, "{{minimal}}", string(minimal), 1))
+	b.WriteString(readmeTablesStart + "\n### Inputs\n\n| input | default | description |\n|---|---|---|\n")
 	for _, in := range inputs {
 		def := "—"
 		if in.def != "" {
@@ -221,8 +103,22 @@ when no run started (bad input, or a comment that started nothing), so an empty 
 	for _, out := range outputs {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", out.name, mdCell(out.description))
 	}
-	b.WriteString(readmeEnd + "\n")
+	b.WriteString(readmeTablesEnd + "\n")
 	return b.String()
+}
+
+// readmeBlock returns the block of readme from the start marker through
+// the end marker's line, and where it starts; -1 when either is missing.
+func readmeBlock(readme []byte, startMarker, endMarker string) (block []byte, at int) {
+	start, end := bytes.Index(readme, []byte(startMarker)), bytes.Index(readme, []byte(endMarker))
+	if start < 0 || end < start {
+		return nil, -1
+	}
+	stop := end + len(endMarker)
+	if stop < len(readme) && readme[stop] == '\n' {
+		stop++
+	}
+	return readme[start:stop], start
 }
 
 var tableRow = regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|")
@@ -268,30 +164,38 @@ func TestActionMetadataInSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := readmeSection(inputs, outputs)
-	start, end := bytes.Index(readme, []byte(readmeStart)), bytes.Index(readme, []byte(readmeEnd))
+	blocks := []struct{ name, start, end, want string }{
+		{"minimal workflow", readmeWorkflowStart, readmeWorkflowEnd, readmeWorkflow()},
+		{"action tables", readmeTablesStart, readmeTablesEnd, readmeTables(inputs, outputs)},
+	}
 	if *updateReadme {
-		var updated []byte
-		if start < 0 || end < start {
-			updated = append(append(bytes.TrimRight(readme, "\n"), "\n\n"...), want...)
-		} else {
-			updated = append(append(append([]byte{}, readme[:start]...), want...), readme[end+len(readmeEnd)+1:]...)
+		for _, bl := range blocks {
+			old, at := readmeBlock(readme, bl.start, bl.end)
+			if at < 0 {
+				readme = append(append(bytes.TrimRight(readme, "\n"), "\n\n"...), bl.want...)
+				continue
+			}
+			readme = append(append(append([]byte{}, readme[:at]...), bl.want...), readme[at+len(old):]...)
 		}
-		if err := os.WriteFile(readmePath, updated, 0o644); err != nil {
+		if err := os.WriteFile(readmePath, readme, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	if start < 0 || end < start {
-		t.Fatalf("README.md has no GitHub Action section between %q and %q (go test ./cmd/goalrun -run TestActionMetadataInSync -update-readme adds it)", readmeStart, readmeEnd)
-	}
-	got := string(readme[start : end+len(readmeEnd)+1])
-	if got != want {
-		t.Errorf("README.md's GitHub Action section is out of date with action.yml (rerun with -update-readme):\n--- got\n%s\n--- want\n%s", got, want)
+	for _, bl := range blocks {
+		got, at := readmeBlock(readme, bl.start, bl.end)
+		if at < 0 {
+			t.Errorf("README.md has no %s block between %q and %q (go test ./cmd/goalrun -run TestActionMetadataInSync -update-readme adds it)", bl.name, bl.start, bl.end)
+			continue
+		}
+		if string(got) != bl.want {
+			t.Errorf("README.md's %s block is out of date (rerun with -update-readme):\n--- got\n%s\n--- want\n%s", bl.name, got, bl.want)
+		}
 	}
 	// And the table rows themselves name exactly the inputs then the outputs.
+	tables, _ := readmeBlock(readme, readmeTablesStart, readmeTablesEnd)
 	var rows []string
-	for _, m := range tableRow.FindAllStringSubmatch(got, -1) {
+	for _, m := range tableRow.FindAllStringSubmatch(string(tables), -1) {
 		rows = append(rows, m[1])
 	}
 	if strings.Join(rows, ",") != strings.Join(append(yml, ymlOut...), ",") {
