@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/goalrun/goalrun/goal/agent"
 )
 
 // quickStart returns the commands of README.md's quick start: the lines of
@@ -68,5 +73,73 @@ func TestReadmeQuickStart(t *testing.T) {
 	// With an Engine the demo is the real thing: Docker and egress.
 	if want := "\nsandbox: docker, network egress,"; (docker || os.Getenv("GOALRUN_REQUIRE_DOCKER") == "1") && !strings.Contains(out.String(), want) {
 		t.Errorf("the demo did not run in the Docker sandbox with egress (%q):\n%s", want, out.String())
+	}
+}
+
+// readmeTableKeys returns the backquoted names in the first cell of each
+// body row of the first table under heading in README.md (`--until CMD` gives
+// "--until"; `--prompt TEXT` / `--prompt-file F` gives both), in order.
+func readmeTableKeys(t *testing.T, heading string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README.md has no %q section", heading)
+	}
+	if next := strings.Index(rest, "\n## "); next >= 0 {
+		rest = rest[:next]
+	}
+	var keys []string
+	rows := 0
+	for _, l := range strings.Split(rest, "\n") {
+		if !strings.HasPrefix(l, "|") {
+			if rows > 0 {
+				break
+			}
+			continue
+		}
+		rows++
+		cells := strings.Split(l, "|")
+		if rows <= 2 || len(cells) < 2 { // the header and its separator
+			continue
+		}
+		for _, m := range readmeKey.FindAllStringSubmatch(cells[1], -1) {
+			keys = append(keys, m[1])
+		}
+	}
+	return keys
+}
+
+// readmeKey is a backquoted flag or name at the start of a code span:
+// `--setup-defaults=false` gives "--setup-defaults".
+var readmeKey = regexp.MustCompile("`(--?[a-z][a-z-]*|[a-z][a-z-]*)[ =`]")
+
+// TestReadmeTablesMatchTheCode: the README's flags table names exactly the
+// flags `goalrun run` accepts, and its agents table exactly the agents, so
+// the README cannot offer a flag that is gone or miss a new one.
+func TestReadmeTablesMatchTheCode(t *testing.T) {
+	var runFlags []string
+	newFlagSet(&settings{}, new(string), new(bool)).VisitAll(func(f *flag.Flag) {
+		runFlags = append(runFlags, "--"+f.Name)
+	})
+	for _, tc := range []struct {
+		name, heading string
+		want          []string
+	}{
+		{"goalrun run flags", "## `goalrun run` flags", runFlags},
+		{"agents", "## Agents", agent.Names()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := readmeTableKeys(t, tc.heading)
+			slices.Sort(got)
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if !slices.Equal(slices.Compact(got), want) {
+				t.Errorf("README's %s table names %q, the code %q", tc.heading, got, want)
+			}
+		})
 	}
 }
