@@ -153,6 +153,13 @@ func TestClaimsExtractionRules(t *testing.T) {
 		{"conditional", "If the tests pass, merge it.", nil},
 		{"code fence", "```\ngit commit -am done && git push\n```", nil},
 		{"blockquote", "> I committed and pushed everything.", nil},
+		// Where a rule that toggles on any ``` or ~~~ line and CommonMark
+		// disagree, CommonMark (what the reader sees rendered) decides.
+		{"four-backtick fence closed only by four", "````\n```\ngit commit -am done && git push\n````\nI pushed the branch.", []string{"pushed"}},
+		{"tilde line inside a backtick fence", "```\n~~~\ngit push origin main\n```\nI pushed the branch.", []string{"pushed"}},
+		{"fence indented four spaces is not a fence", "Notes:\n\n    ```\n\nI committed the fix.", []string{"committed"}},
+		{"unclosed fence runs to the end", "I ran `go test ./...`.\n```\nAll tests pass.\nCommitted and pushed.", []string{"ran_tests"}},
+		{"lazy continuation of a quote", "> The reviewer said:\nI pushed it already.\n\nI committed the fix.", []string{"committed"}},
 		{"passive", "The fix was pushed to origin.", []string{"pushed"}},
 		{"subjectless list", "- Pushed `main`\n- Opened PR #3", []string{"pushed", "opened_pr"}},
 		{"unchecked box", "- [ ] Committed", nil},

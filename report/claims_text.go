@@ -6,12 +6,15 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/goalrun/goalrun/internal/markdown"
 )
 
 // This file finds operational claims in an agent's final prose. It is a
 // small, deterministic rule system, explainable line by line:
 //
-//  1. Markdown structure: fenced code blocks and blockquotes are skipped;
+//  1. Markdown structure: code blocks (fenced or indented) and blockquotes
+//     are skipped, as CommonMark reads them (internal/markdown);
 //     headings and lead-in lines ending in ":" set a context for what
 //     follows — advice ("Next steps", "I recommend:") is skipped, change
 //     reports ("## Changes", "Here's what I did:") let commit-style
@@ -45,7 +48,6 @@ const (
 )
 
 var (
-	reFence       = regexp.MustCompile("^\\s*(```|~~~)")
 	reHeading     = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
 	reListItem    = regexp.MustCompile(`^\s*(?:[-*+•]|\d{1,3}[.)])\s+(.*)$`)
 	reBoldHeading = regexp.MustCompile(`^\s*(?:\*\*|__)([^*_]{1,80}?):?(?:\*\*|__):?\s*$`)
@@ -97,23 +99,16 @@ func extractClaims(text string) []rawClaim {
 func splitUnits(text string) []unitText {
 	text = strings.NewReplacer("\r\n", "\n", "\r", "\n", "’", "'", "‘", "'").Replace(text)
 	var units []unitText
-	inFence := false
-	heading, lead := ctxNeutral, -1 // lead: context set by a lead-in line, -1 = none
+	hidden := markdown.CodeOrQuoteLines(text) // code, or someone else's words
+	heading, lead := ctxNeutral, -1           // lead: context set by a lead-in line, -1 = none
 	blank := false
-	for _, line := range strings.Split(text, "\n") {
-		if reFence.MatchString(line) {
-			inFence = !inFence
-			continue
-		}
-		if inFence {
+	for i, line := range strings.Split(text, "\n") {
+		if hidden[i] {
 			continue
 		}
 		trimmed := strings.TrimSpace(line)
 		if trimmed == "" {
 			blank = true
-			continue
-		}
-		if strings.HasPrefix(trimmed, ">") { // blockquote: someone else's words
 			continue
 		}
 		if m := reHeading.FindStringSubmatch(line); m != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	gh "github.com/google/go-github/v75/github"
+
+	"github.com/goalrun/goalrun/internal/markdown"
 )
 
 // DefaultTriggerPhrase starts a goalrun comment command.
@@ -159,29 +161,17 @@ func (t Trigger) botAllowed(login string) bool {
 // comment does not see as a paragraph line never counts: HTML comments
 // (`<!-- … -->`, removed first, also from the returned prompt, so a hidden
 // instruction never reaches the agent; an unclosed one hides the rest),
-// fenced code blocks (``` or ~~~, closed only by the same character at least
-// as many times, per CommonMark), indented code (four spaces or a tab) and
-// quoted lines (">").
+// code blocks and quotes as CommonMark reads them (internal/markdown: a
+// fence of ``` or ~~~ is closed only by the same character at least as
+// many times; an unclosed one hides the rest), and any line indented four
+// columns or more.
 func findPhrase(body, phrase string) (string, bool) {
 	body = stripHTMLComments(strings.ReplaceAll(body, "\r\n", "\n"))
 	lines := strings.Split(body, "\n")
-	var fence string // the open fence's run of ` or ~, "" outside a block
+	hidden := markdown.CodeOrQuoteLines(body)
 	for i, line := range lines {
 		indent, trimmed := leadingSpace(line)
-		if run := fenceRun(trimmed); indent <= 3 && run != "" {
-			switch {
-			case fence == "":
-				if run[0] == '`' && strings.Contains(trimmed[len(run):], "`") {
-					break // not a fence: an info string may not hold a backtick
-				}
-				fence = run
-				continue
-			case run[0] == fence[0] && len(run) >= len(fence) && strings.TrimSpace(trimmed[len(run):]) == "":
-				fence = ""
-				continue
-			}
-		}
-		if fence != "" || indent > 3 || !strings.HasPrefix(trimmed, phrase) {
+		if hidden[i] || indent > 3 || !strings.HasPrefix(trimmed, phrase) {
 			continue
 		}
 		rest := trimmed[len(phrase):]
@@ -215,22 +205,6 @@ func leadingSpace(line string) (int, string) {
 		}
 	}
 	return col, ""
-}
-
-// fenceRun returns the run of three or more backticks or tildes s starts
-// with, or "".
-func fenceRun(s string) string {
-	if s == "" || (s[0] != '`' && s[0] != '~') {
-		return ""
-	}
-	n := 0
-	for n < len(s) && s[n] == s[0] {
-		n++
-	}
-	if n < 3 {
-		return ""
-	}
-	return s[:n]
 }
 
 // stripHTMLComments removes every `<!-- … -->` from s; an unclosed one
