@@ -79,7 +79,8 @@ func under(p, dir string) bool {
 
 // TestDependencyRules enforces the layering of docs/architecture.md on the
 // packages' direct imports: the sandbox knows nothing of agents, documents
-// or GitHub; the loop and the agents know nothing of GitHub; the document
+// or GitHub; the loop and the agents know nothing of GitHub, the agents
+// nothing of the document; the document
 // knows nothing of the loop; only the command and the GitHub package import
 // go-github and go-githubactions.
 func TestDependencyRules(t *testing.T) {
@@ -100,6 +101,9 @@ func TestDependencyRules(t *testing.T) {
 		{"the loop and the agents import nothing of GitHub or the command",
 			func(p string) bool { return under(p, "goal") },
 			func(i string) bool { return under(i, "report/github") || under(i, "cmd") }},
+		{"the agents import nothing of the document (they cap with internal/textcap)",
+			func(p string) bool { return under(p, "goal/agent") },
+			func(i string) bool { return under(i, "report") }},
 		{"the document imports nothing of the loop, the agents or the command",
 			func(p string) bool { return under(p, "report") && !under(p, "report/github") },
 			func(i string) bool { return under(i, "goal") || under(i, "cmd") || under(i, "report/github") }},

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/goalrun/goalrun/internal/textcap"
 )
 
 // scriptedRun emits a realistic event sequence (two iterations, the second
@@ -149,13 +151,13 @@ func TestEmitterCaps(t *testing.T) {
 	if len(evs) != 3 {
 		t.Fatalf("%d events", len(evs))
 	}
-	if c, _, ok := splitMarker(evs[0].Message, false); !ok || len(c) > TextEventCap {
+	if c, _, ok := textcap.SplitMarker(evs[0].Message, false); !ok || len(c) > TextEventCap {
 		t.Errorf("text message not capped at %d: %d bytes", TextEventCap, len(evs[0].Message))
 	}
-	if c, _, ok := splitMarker(evs[1].Message, false); !ok || len(c) > BriefCap || strings.Contains(c, "\n") {
+	if c, _, ok := textcap.SplitMarker(evs[1].Message, false); !ok || len(c) > BriefCap || strings.Contains(c, "\n") {
 		t.Errorf("event message not folded and capped at %d: %q", BriefCap, evs[1].Message)
 	}
-	if c, _, ok := splitMarker(evs[1].Data["brief"].(string), false); !ok || len(c) > ReasonCap {
+	if c, _, ok := textcap.SplitMarker(evs[1].Data["brief"].(string), false); !ok || len(c) > ReasonCap {
 		t.Errorf("data string not capped: %d bytes", len(evs[1].Data["brief"].(string)))
 	}
 	if _, ok := evs[1].Data["key ***"]; !ok || evs[1].Data["key ***"] != Redacted {

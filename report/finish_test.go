@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goalrun/goalrun/internal/textcap"
 )
 
 // TestFinishGolden builds every shape from a realistic Run, validates it and
@@ -238,7 +240,7 @@ func TestFinishCheckTail(t *testing.T) {
 	got := d.Iterations[0].Check.Tail
 	redacted := len(tail) - len(secret) + len(Redacted)
 	wantTotal := 1<<20 - len(tail) + redacted
-	content, total, ok := splitMarker(got, true)
+	content, total, ok := textcap.SplitMarker(got, true)
 	if !ok || total != wantTotal || len(content) > TailCap || !strings.HasSuffix(got, "token=*** FAIL") {
 		t.Errorf("tail = %q (total %d, want %d)", got, total, wantTotal)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/goalrun/goalrun/internal/textcap"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -19,7 +20,7 @@ func normalize(d *Document, red *Redactor) {
 	// CapTail's marker, like the command agent's summary) keeps its end.
 	text := func(s string, n int) string {
 		s = red.Redact(s)
-		if _, _, tail := splitMarker(s, true); tail {
+		if _, _, tail := textcap.SplitMarker(s, true); tail {
 			return CapTail(s, 0, n)
 		}
 		return Cap(s, n)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/goalrun/goalrun/internal/textcap"
 )
 
 // ProgressSink is the human progress view: one readable line per step with
@@ -273,7 +275,7 @@ func progressLines(ev Event, verbose bool) []string {
 // would fold becomes one space (a tab too), runs are not collapsed.
 func flat(s string) string {
 	return strings.Map(func(r rune) rune {
-		if foldable(r) {
+		if textcap.Foldable(r) {
 			return ' '
 		}
 		return r

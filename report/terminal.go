@@ -3,6 +3,8 @@ package report
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/goalrun/goalrun/internal/textcap"
 )
 
 // Text for a terminal or a CI log: what people read, never parsed. It
@@ -16,10 +18,10 @@ const Ellipsis = "…"
 // ends with Ellipsis instead, an output tail cut at its start (CapTail)
 // begins with it. Text without a marker is returned as it is.
 func Unmarked(s string) string {
-	if content, _, ok := splitMarker(s, true); ok {
+	if content, _, ok := textcap.SplitMarker(s, true); ok {
 		return Ellipsis + content
 	}
-	if content, _, ok := splitMarker(s, false); ok {
+	if content, _, ok := textcap.SplitMarker(s, false); ok {
 		return content + Ellipsis
 	}
 	return s
@@ -28,7 +30,7 @@ func Unmarked(s string) string {
 // Shorten returns s cut to at most n bytes on a rune boundary, ending with
 // Ellipsis when it was cut (and first without a truncation marker).
 func Shorten(s string, n int) string {
-	s = Unmarked(validUTF8(s))
+	s = Unmarked(strings.ToValidUTF8(s, "\uFFFD"))
 	if len(s) <= n {
 		return s
 	}

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/internal/textcap"
 )
 
 // CommandName is the --agent value of the command adapter.
@@ -14,7 +14,7 @@ const CommandName = "command"
 const (
 	// PromptEnv carries the turn's prompt (the same text is on stdin); a
 	// prompt over MaxArgPrompt is cut there to MaxArgPrompt bytes with
-	// report.Cap's marker (Linux refuses an environment string over 131072
+	// textcap.Cap's marker (Linux refuses an environment string over 131072
 	// bytes, MAX_ARG_STRLEN), and only stdin has it whole.
 	PromptEnv = "GOALRUN_PROMPT"
 	// IterationEnv carries the 1-based loop iteration.
@@ -53,7 +53,7 @@ func (c Command) Command(t Turn) Invocation {
 	bin := c.bin(t)
 	args := append([]string{"sh", "-c", bin, "goalrun-agent"}, t.ExtraArgs...)
 	env := map[string]string{
-		PromptEnv:    report.Cap(t.Prompt, MaxArgPrompt),
+		PromptEnv:    textcap.Cap(t.Prompt, MaxArgPrompt),
 		IterationEnv: strconv.Itoa(t.Iteration),
 	}
 	if t.Model != "" {
@@ -124,7 +124,7 @@ func (p *commandParser) End(exitCode int, emit func(Event)) TurnResult {
 	for len(w) > 0 && !utf8.RuneStart(w[0]) { // never start mid-rune
 		w = w[1:]
 	}
-	summary := report.CapTail(string(w), p.total, CommandSummaryWindow)
+	summary := textcap.CapTail(string(w), p.total, CommandSummaryWindow)
 	res := TurnResult{
 		Status:        StatusSuccess,
 		Summary:       summary,

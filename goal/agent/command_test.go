@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/internal/textcap"
 	"github.com/goalrun/goalrun/report"
 )
 
@@ -114,24 +115,24 @@ func TestCommandParserKeepsTheEndOfHugeOutput(t *testing.T) {
 	if !strings.HasSuffix(res.Summary, "THE END") {
 		t.Errorf("summary does not keep the end: …%q", res.Summary[len(res.Summary)-40:])
 	}
-	if len(res.Summary) > agent.CommandSummaryWindow+report.MarkerMaxBytes {
+	if len(res.Summary) > agent.CommandSummaryWindow+textcap.MarkerMaxBytes {
 		t.Errorf("summary is %d bytes, more than the window and a marker", len(res.Summary))
 	}
 	// The marker states the whole output's length; capping for the document
 	// keeps that total.
-	capped := report.CapTail(res.Summary, 0, report.SummaryCap)
+	capped := textcap.CapTail(res.Summary, 0, report.SummaryCap)
 	wantMarker := "of " + strconv.Itoa(len(stdout)) + " bytes shown"
 	if !strings.Contains(capped, wantMarker) || !strings.HasSuffix(capped, "THE END") {
 		t.Errorf("capped summary lacks %q or the end: %q…", wantMarker, capped[:120])
 	}
-	if len(capped) > report.SummaryCap+report.MarkerMaxBytes {
+	if len(capped) > report.SummaryCap+textcap.MarkerMaxBytes {
 		t.Errorf("capped summary %d bytes", len(capped))
 	}
 }
 
 // A prompt over MaxArgPrompt reaches a command agent whole on stdin; the
 // environment variable, which the kernel caps at 131072 bytes, holds its
-// start with report.Cap's marker.
+// start with textcap.Cap's marker.
 func TestCommandHugePrompt(t *testing.T) {
 	prompt := strings.Repeat("界", 70_000) // 210000 bytes
 	inv := agent.Command{Bin: "cat"}.Command(agent.Turn{Prompt: prompt, Iteration: 1})
