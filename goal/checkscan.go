@@ -172,6 +172,11 @@ func (s *OutputScanner) line(raw string) {
 	if strings.IndexByte(l, 0x1b) >= 0 {
 		l = reANSI.ReplaceAllString(l, "")
 	}
+	if out, framing, ok := splitGoGlued([]byte(l)); ok {
+		s.line(string(out))
+		s.line(string(framing))
+		return
+	}
 	l = cutLine(l, scanLineMax)
 	if !goFramingLine(l) { // go test -v's lines about a test's course are never an environment's
 		s.envLine(l)

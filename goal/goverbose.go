@@ -89,6 +89,12 @@ func (q *goQuiet) Close() {
 }
 
 func (q *goQuiet) line(l []byte) {
+	if out, framing, ok := splitGoGlued(bytes.TrimRight(l, "\r\n")); ok {
+		// The test's output is shown as it is, on a line of its own.
+		q.line(append(bytes.Clone(out), '\n'))
+		q.line(append(bytes.Clone(framing), '\n'))
+		return
+	}
 	text := bytes.TrimRight(l, "\r\n")
 	trimmed := bytes.TrimLeft(text, " \t")
 	switch {

@@ -35,6 +35,8 @@ func TestGoQuiet(t *testing.T) {
 		{file: "go-fail-v.txt", want: []string{"calc_test.go:15: Sum(-1, -1) = -2, want -3", "--- FAIL: TestSumWrong",
 			"--- FAIL: TestSumWrong/negative", "FAIL\texample.com/calc"},
 			notWant: []string{"=== ", "--- PASS", "checking Sum"}},
+		{file: "go-pass-v-glued.txt", want: []string{"no newline\n", "progress: 50%\n", "ok  \texample.com/glued/calc"},
+			notWant: []string{"=== ", "--- PASS"}, sameAsLine: 5},
 		{file: "go-fail.txt", want: []string{"--- FAIL: TestSumWrong", "calc_test.go:15", "FAIL\texample.com/calc"}},
 	}
 	for _, c := range cases {

@@ -120,6 +120,33 @@ var (
 	jsonOKOutput = []byte(`"Output":"ok  \t`)
 )
 
+// reGoGlued is a go test -v framing line (testing's "--- PASS: %s (%.2fs)"
+// and "=== RUN   %s" forms) or a test's log line ("    file.go:12: msg")
+// after other text on the same line: a test that printed without a final
+// newline (fmt.Print, a progress indicator on stderr, a colour reset) has
+// testing's own line glued onto its output.
+var reGoGlued = regexp.MustCompile(`(?:--- (?:PASS|FAIL|SKIP): \S+ \([0-9.]+s\)|=== (?:RUN|PAUSE|CONT|NAME) +\S+)$|(?: {4})+[^\s:]+\.go:\d+: `)
+
+// splitGoGlued returns the test's output and the framing line of b when a
+// framing line is glued onto output (reGoGlued), and ok false otherwise
+// (also for a framing line on its own, indented or not).
+func splitGoGlued(b []byte) (out, framing []byte, ok bool) {
+	if !bytes.Contains(b, goGluedDash) && !bytes.Contains(b, goGluedEq) && !bytes.Contains(b, goGluedLog) {
+		return nil, nil, false
+	}
+	loc := reGoGlued.FindIndex(b)
+	if loc == nil || len(bytes.TrimLeft(b[:loc[0]], " \t")) == 0 {
+		return nil, nil, false
+	}
+	return b[:loc[0]], b[loc[0]:], true
+}
+
+var (
+	goGluedDash = []byte("--- ")
+	goGluedEq   = []byte("=== ")
+	goGluedLog  = []byte(".go:")
+)
+
 // readLine reads one line. Most lines of a test run are none of the
 // summaries it looks for: a byte test on the first character and a
 // substring test turn them away before any regular expression or decoding,
@@ -128,6 +155,11 @@ func (t *testTally) readLine(b []byte) {
 	b = bytes.TrimRight(b, "\r")
 	trimmed := bytes.TrimLeft(b, " \t")
 	if len(trimmed) == 0 {
+		return
+	}
+	if out, framing, ok := splitGoGlued(b); ok {
+		t.readLine(out)
+		t.readLine(framing)
 		return
 	}
 	switch c := trimmed[0]; {

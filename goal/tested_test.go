@@ -23,6 +23,8 @@ func TestTestTallyOnRealOutput(t *testing.T) {
 		{files: []string{"go-exit-mid-test-json.txt"}, nothing: true, reason: "in example.com/calc, TestSum started and never reported its end"},
 		{files: []string{"go-exit-mid-test.txt"}}, // without -v nothing shows it
 		{files: []string{"go-pass-v-subtests.txt"}},
+		{files: []string{"go-pass-v-glued.txt"}}, // framing lines glued onto the tests' output
+		{files: []string{"go-pass-v-glued.txt", "go-exit-mid-test-v.txt"}, nothing: true, reason: "TestSum started and never"},
 		{files: []string{"go-pass-v-subtests-json.txt"}},
 		{files: []string{"go-pass-v.txt", "go-exit-mid-test-v.txt"}, nothing: true, reason: "TestSum started and never"},
 		{files: []string{"pytest-exit-at-collection.txt"}, nothing: true,
