@@ -64,3 +64,47 @@ func withAllowNetsFix(fixes, denials []string) []string {
 	}
 	return out
 }
+
+// setupRefusalLines says, one line per refused destination (at most
+// setupRefusalLinesMax), that goalrun's setup proxy refused it, why, and
+// the one fix when there is one, for the progress line of a setup step that
+// failed: "goalrun's setup proxy refused proxy.golang.org:443: it resolves
+// to 203.0.113.80 (reserved); if the registry really answers there, set
+// GOALRUN_EGRESS_ALLOW_NETS=203.0.113.80 for goalrun". Without this the
+// tool's own "Forbidden" reads like the registry's answer. denials are in
+// the posture's "dest (reason)" form; nil when there are none.
+func setupRefusalLines(denials []string) []string {
+	var out []string
+	for _, d := range denials {
+		if len(out) == setupRefusalLinesMax {
+			out = append(out, fmt.Sprintf("goalrun's setup proxy refused %d more (sandbox.setup_egress_denials)", len(denials)-len(out)))
+			break
+		}
+		dest, reason, _ := strings.Cut(d, " (")
+		reason = strings.TrimSuffix(reason, ")")
+		s := "goalrun's setup proxy refused " + dest
+		switch {
+		case strings.HasPrefix(reason, "resolves to "):
+			s += ": it " + reason
+		case strings.HasPrefix(reason, "not "):
+			s += ": it is " + reason
+		case reason != "":
+			s += ": " + reason
+		}
+		if addr, ok := egress.OpenableByAllowNets(d); ok {
+			s += fmt.Sprintf("; if the registry really answers there, set GOALRUN_EGRESS_ALLOW_NETS=%s for goalrun (README, setup step)", addr)
+		} else if reason == "not on the allowlist" {
+			host := dest
+			if h, port, ok := strings.Cut(dest, ":"); ok && port == "443" {
+				host = h
+			}
+			s += "; allow it with --allow-host " + host
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// setupRefusalLinesMax is how many refused destinations the progress line
+// of a failed setup step names one by one.
+const setupRefusalLinesMax = 3

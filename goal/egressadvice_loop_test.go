@@ -49,6 +49,12 @@ func TestEgressDenialAdvice(t *testing.T) {
 			[]string{"Forbidden", "refused the setup step 1 time: " + reserved},
 			[]string{"GOALRUN_EGRESS_ALLOW_NETS", "README's setup step section"},
 			[]string{"add it with --allow-host"}},
+		{"a detected setup step refused, then the read-only module cache (real output)",
+			sandbox.Posture{Mode: "docker", SetupEgressDenied: 1, SetupEgressDenials: []string{reserved}},
+			[]goal.SetupStep{{Command: forbidden, Detected: true}}, agent.Command{}, "go-deps-readonly.txt", goal.EnvMissingDependency,
+			[]string{"github.com/mattn/go-colorable is not among the dependencies prepared", "Forbidden", "refused the setup step 1 time: " + reserved},
+			[]string{"GOALRUN_EGRESS_ALLOW_NETS"},
+			[]string{"add it with --allow-host"}},
 		{"a host not on the allowlist keeps --allow-host",
 			sandbox.Posture{Mode: "docker", SetupEgressDenied: 1, SetupEgressDenials: []string{notAllowed}},
 			[]goal.SetupStep{{Command: forbidden}}, agent.Command{}, "true", goal.CauseSetupFailed,
@@ -63,13 +69,29 @@ func TestEgressDenialAdvice(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := workspace(t, nil)
 			check := tc.check
-			if check == "" {
+			switch {
+			case check == "":
 				check = realOutput(t, dir, "go-proxyoff.txt", "1")
+			case strings.HasSuffix(check, ".txt"):
+				check = realOutput(t, dir, check, "1")
 			}
+			rec := &recorder{}
 			out := run(t, context.Background(), goal.Config{
 				Sandbox: withPosture{local(t, dir), tc.posture}, Adapter: tc.adapter, AgentBin: "true",
-				Check: check, Setup: tc.setup, MaxIterations: 1, Events: &recorder{}, Now: (&fakeClock{}).Now,
+				Check: check, Setup: tc.setup, MaxIterations: 1, Events: rec, Now: (&fakeClock{}).Now,
 			})
+			if len(tc.setup) > 0 { // the setup step's progress says whose refusal it was
+				var notes []string
+				for _, ev := range rec.events {
+					if ev.Type == report.EventPrepareFinished {
+						n, _ := ev.Data["notes"].([]string)
+						notes = append(notes, n...)
+					}
+				}
+				if want := "goalrun's setup proxy refused proxy.golang.org:443: it "; len(notes) != 1 || !strings.HasPrefix(notes[0], want) {
+					t.Errorf("setup step notes %q, want one starting %q", notes, want)
+				}
+			}
 			f := out.Failure
 			if f == nil || f.Cause != tc.cause {
 				t.Fatalf("failure %+v, want cause %s", f, tc.cause)

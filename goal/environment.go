@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/goalrun/goalrun/sandbox"
 )
 
 // Causes of an environment failure (EnvFailure.Cause; failure.cause of
@@ -165,6 +167,9 @@ var envRules = []envRule{
 	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`missing go\.sum entry for module providing package (\S+)`), missing: 1},
 	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`missing go\.sum entry for (go\.mod file|module)`)},
 	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`no required module provides package (\S+?);`), missing: 1, accept: notLocalGoPackage},
+	// The deps volume is read-only to the check: a module the setup step
+	// did not download cannot be locked there, let alone fetched.
+	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`open ` + regexp.QuoteMeta(sandbox.DepsDir) + `/\S*/cache/download/(\S+)/@v/\S+: read-only file system`), missing: 1},
 	{eco: "go", cause: EnvDownload, re: regexp.MustCompile(`(\S+@v\S+): (Get|reading|verifying|git ls-remote|unrecognized import path) .*(dial tcp|lookup |no such host|network is unreachable|connection refused|i/o timeout|TLS handshake timeout|proxyconnect|server misbehaving)`), missing: 1},
 	{eco: "go", cause: EnvDownload, re: regexp.MustCompile(`^go: (\S+@\S+): .*(dial tcp|lookup |no such host|network is unreachable)`), missing: 1},
 	{eco: "go", cause: EnvDownload, re: regexp.MustCompile(`verifying (\S+): .*(sum\.golang\.org|dial tcp|lookup )`), missing: 1},
@@ -202,6 +207,10 @@ var envRules = []envRule{
 	{eco: "gradle", cause: EnvMissingDependency, re: regexp.MustCompile(`Could not resolve all (?:files|dependencies|artifacts) for configuration '([^']+)'`), missing: 1},
 	{eco: "gradle", cause: EnvMissingDependency, re: regexp.MustCompile(`Plugin \[id: '([^']+)'.*\] was not found`), missing: 1},
 	{eco: "gradle", cause: EnvDownload, re: regexp.MustCompile(`java\.net\.UnknownHostException: (services\.gradle\.org|downloads\.gradle\.org)`), missing: 1},
+
+	// Any tool: the deps volume, read-only to the check, lacks what the
+	// tool wanted to write there (the setup step did not prepare it).
+	{cause: EnvMissingDependency, re: regexp.MustCompile(regexp.QuoteMeta(sandbox.DepsDir) + `/\S*.*(?:[Rr]ead-only file system|EROFS)`)},
 
 	// Any tool: the network was needed.
 	{cause: EnvNetwork, re: regexp.MustCompile(`lookup (\S+?)(?: on \S+)?: (?:no such host|server misbehaving|dial udp .*(?:network is unreachable|cannot assign requested address|connection refused))`), missing: 1, generic: true},

@@ -46,6 +46,7 @@ func TestEnvironmentFailure(t *testing.T) {
 		{"go: go.sum lacks the dependency", "go-nosum.txt", Environment{}, "go", EnvMissingDependency, "github.com/google/uuid"},
 		{"go: a dependency the prepared cache lacks (-mod=mod)", "go-newdep-modmod.txt", Environment{}, "go", EnvMissingDependency, "github.com/google/go-cmp/cmp"},
 		{"go: an import no module in go.mod provides", "go-newdep-plain.txt", Environment{}, "go", EnvMissingDependency, "github.com/google/go-cmp/cmp"},
+		{"go: the setup step did not fill the read-only module cache", "go-deps-readonly.txt", Environment{}, "go", EnvMissingDependency, "github.com/mattn/go-colorable"},
 		{"go: go.mod needs a newer Go (GOTOOLCHAIN=local)", "go-toolchain-local.txt", Environment{}, "go", EnvToolchain, "go >= 1.99"},
 		{"go: toolchain download refused", "go-toolchain-auto.txt", Environment{}, "go", EnvToolchain, "go1.99.0"},
 		// Go: the code's own failures.

@@ -109,6 +109,10 @@ func (l *loop) runSetup(parent, ctx context.Context) bool {
 			if last := lastLine(r.Tail); last != "" {
 				fin["error"] = fmt.Sprintf("`%s` exited %d: %s", st.Command, r.ExitCode, report.Cap(last, 160))
 			}
+			// The tool says only "Forbidden"; say whose refusal it was.
+			if notes := setupRefusalLines(l.cfg.Sandbox.Posture().SetupEgressDenials); len(notes) > 0 {
+				fin["notes"] = notes
+			}
 		}
 		l.events.Emit(report.EventPrepareFinished, report.PhaseSandbox, msg, fin)
 		l.out.Setup = append(l.out.Setup, r)

@@ -167,6 +167,7 @@ func progressLines(ev Event, verbose bool) []string {
 			b.WriteString(" done")
 		}
 		writeSeconds(&b, d)
+		more = append(more, strList(d["notes"])...) // why it failed, on lines of their own
 	case EventSandboxReady:
 		b.WriteString("sandbox   ready")
 		if m := str(d, "mode"); m != "" {
