@@ -693,8 +693,16 @@ func insideFolder(what, place, root, v string) (string, error) {
 // pull_request*, a comment or review on a pull request, a workflow_run or
 // check suite started by one, merge_group), where the checkout — and so the
 // file — may be the pull request author's: what to do, never how it is
-// isolated, checked or paid for.
-var prConfigAllowed = []string{"prompt", "prompt-file", "workdir"}
+// isolated, checked or paid for. settingTable marks them (fromPR).
+var prConfigAllowed = func() []string {
+	var names []string
+	for _, st := range settingTable {
+		if st.fromPR {
+			names = append(names, st.name)
+		}
+	}
+	return names
+}()
 
 // prConfigKeys returns the settings of keys a config file may not supply
 // on a pull request event (none when pr is false).

@@ -24,7 +24,7 @@ func inputWords(text string) string {
 		}
 	}
 	keys := map[string]bool{}
-	for _, f := range fields {
+	for _, f := range settingTable {
 		keys[f.name] = true
 	}
 	var b strings.Builder

@@ -67,7 +67,8 @@ var sandboxModes = []string{"docker", "auto", "local"}
 var workspaceModes = []string{string(sandbox.WorkspaceBind), string(sandbox.WorkspaceCopy), string(sandbox.WorkspaceAuto)}
 
 // settings are the run settings as flags or the YAML file give them, before
-// validation. Every field is one flag and one YAML key of the same name.
+// validation. settingTable declares each field's flag, config-file key,
+// action input and default.
 type settings struct {
 	until, inferUntil, judgeCmd string
 	agent, agentBin, model      string
@@ -89,60 +90,177 @@ type settings struct {
 	output, events              string
 }
 
-// field is one setting: its flag/YAML name and how to copy it between
-// settings values (so flags win over the file one setting at a time).
-type field struct {
+// setting is one run setting, declared once: the `goalrun run` flag and the
+// config file's key (one name), the GitHub Action's input, the default, the
+// help text and the field of settings it fills. The flag set, the config
+// file's keys and values, the merge of the two and the action's inputs are
+// all made from settingTable.
+type setting struct {
+	// name is the flag's name (without dashes) and the config file's key.
 	name string
-	copy func(dst, src *settings)
+	// field is where the value goes in settings, and its default.
+	field value
+	// usage is the flag's help text.
+	usage string
+	// input is the action.yml input that sets it ("" for none); how says
+	// how the input's text becomes flags.
+	input string
+	how   inputKind
+	// fromPR: a config file may set it on an event that may run on a pull
+	// request's code (prConfigAllowed).
+	fromPR bool
+	// path: the value is a path, relative to the current directory on the
+	// command line and to the config file's folder (and never outside it)
+	// in a config file.
+	path bool
 }
 
-// fields lists every setting. A test keeps it equal to the flags and the
-// YAML keys.
-var fields = []field{
-	{"until", func(d, s *settings) { d.until = s.until }},
-	{"infer-until", func(d, s *settings) { d.inferUntil = s.inferUntil }},
-	{"judge-cmd", func(d, s *settings) { d.judgeCmd = s.judgeCmd }},
-	{"agent", func(d, s *settings) { d.agent = s.agent }},
-	{"agent-bin", func(d, s *settings) { d.agentBin = s.agentBin }},
-	{"agent-arg", func(d, s *settings) { d.agentArgs = s.agentArgs }},
-	{"model", func(d, s *settings) { d.model = s.model }},
-	{"model-gateway", func(d, s *settings) { d.modelGateway = s.modelGateway }},
-	{"prompt", func(d, s *settings) { d.prompt = s.prompt }},
-	{"prompt-file", func(d, s *settings) { d.promptFile = s.promptFile }},
-	{"max-iterations", func(d, s *settings) { d.maxIterations = s.maxIterations }},
-	{"max-turns", func(d, s *settings) { d.maxTurns = s.maxTurns }},
-	{"no-progress-turns", func(d, s *settings) { d.noProgressTurns = s.noProgressTurns }},
-	{"timeout", func(d, s *settings) { d.timeout = s.timeout }},
-	{"step-timeout", func(d, s *settings) { d.stepTimeout = s.stepTimeout }},
-	{"max-cost-usd", func(d, s *settings) { d.maxCostUSD = s.maxCostUSD }},
-	{"max-tokens", func(d, s *settings) { d.maxTokens = s.maxTokens }},
-	{"sandbox", func(d, s *settings) { d.sandbox = s.sandbox }},
-	{"image", func(d, s *settings) { d.image = s.image }},
-	{"network", func(d, s *settings) { d.network = s.network }},
-	{"allow-host", func(d, s *settings) { d.allowHosts = s.allowHosts }},
-	{"mount", func(d, s *settings) { d.mounts = s.mounts }},
-	{"setup", func(d, s *settings) { d.setup = s.setup }},
-	{"setup-defaults", func(d, s *settings) { d.setupDefaults = s.setupDefaults }},
-	{"workspace", func(d, s *settings) { d.workspace = s.workspace }},
-	{"workdir", func(d, s *settings) { d.workdir = s.workdir }},
-	{"json", func(d, s *settings) { d.json = s.json }},
-	{"output", func(d, s *settings) { d.output = s.output }},
-	{"events", func(d, s *settings) { d.events = s.events }},
-	{"allow-test-edits", func(d, s *settings) { d.allowTestEdits = s.allowTestEdits }},
-	{"verbose", func(d, s *settings) { d.verbose = s.verbose }},
+// settingTable lists every run setting. The settings with an action input
+// come in action.yml's order (TestActionMetadataInSync).
+var settingTable = []setting{
+	{name: "agent", field: fieldOf(defaultAgent, func(s *settings) *string { return &s.agent }),
+		usage: "the agent: " + strings.Join(agent.Names(), ", "), input: "agent"},
+	{name: "agent-bin", field: fieldOf("", func(s *settings) *string { return &s.agentBin }),
+		usage: "the agent executable (for command: the shell command run each turn)", input: "agent-bin"},
+	{name: "prompt", field: fieldOf("", func(s *settings) *string { return &s.prompt }),
+		usage: "the task", input: "prompt", fromPR: true},
+	{name: "prompt-file", field: fieldOf("", func(s *settings) *string { return &s.promptFile }),
+		usage: "read the task from this file", input: "prompt-file", how: workspace, fromPR: true, path: true},
+	{name: "until", field: fieldOf("", func(s *settings) *string { return &s.until }),
+		usage: "the deterministic check, run with sh -c in the sandbox; exit 0 = goal met", input: "until"},
+	{name: "infer-until", field: fieldOf("", func(s *settings) *string { return &s.inferUntil }),
+		usage: "no check: a judge decides from this text (every pass is ungrounded)", input: "infer-until"},
+	{name: "judge-cmd", field: fieldOf("", func(s *settings) *string { return &s.judgeCmd }),
+		usage: "a command that judges the goal by its exit code (with --infer-until)"},
+	{name: "max-iterations", field: fieldOf(defaultMaxIterations, func(s *settings) *int { return &s.maxIterations }),
+		usage: "agent turns at most", input: "max-iterations"},
+	{name: "max-turns", field: fieldOf(0, func(s *settings) *int { return &s.maxTurns }),
+		usage: "the agent's own turns per invocation (agents that support it)"},
+	{name: "no-progress-turns", field: fieldOf(0, func(s *settings) *int { return &s.noProgressTurns }),
+		usage: "halt after this many turns with the same check failure and an unchanged workspace (0 = 2; negative = never)"},
+	{name: "timeout", field: fieldOf(defaultTimeout, func(s *settings) *time.Duration { return &s.timeout }),
+		usage: "the whole run's wall clock", input: "timeout-minutes", how: minutes},
+	{name: "step-timeout", field: fieldOf(defaultStepTimeout, func(s *settings) *time.Duration { return &s.stepTimeout }),
+		usage: "one agent turn or one check", input: "step-timeout-minutes", how: minutes},
+	{name: "max-cost-usd", field: fieldOf(0.0, func(s *settings) *float64 { return &s.maxCostUSD }),
+		usage: "stop when the reported cost exceeds this many US dollars", input: "max-cost-usd"},
+	{name: "max-tokens", field: fieldOf(int64(0), func(s *settings) *int64 { return &s.maxTokens }),
+		usage: "stop when input+output tokens exceed this", input: "max-tokens"},
+	{name: "sandbox", field: fieldOf(defaultSandbox, func(s *settings) *string { return &s.sandbox }),
+		usage: "docker (required), auto (fall back to local with a notice), local", input: "sandbox"},
+	{name: "image", field: fieldOf("", func(s *settings) *string { return &s.image }),
+		usage: "the sandbox image (docker): an image reference, " + imageHost + " (the default: the host's system folders, read-only) or " + imageMinimal + " (a busybox image built from this machine's files)",
+		input: "image"},
+	{name: "network", field: fieldOf("", func(s *settings) *string { return &s.network }),
+		usage: "none, egress, bridge, host (default egress for model-backed agents, none for command)", input: "network"},
+	{name: "allow-host", field: fieldOf([]string(nil), func(s *settings) *[]string { return &s.allowHosts }),
+		usage: "add HOST[:PORT] or an ecosystem preset (go, npm, pypi, …) to the egress allowlist of the agent and the setup step (repeatable)",
+		input: "allow-hosts", how: perItem},
+	{name: "mount", field: fieldOf([]string(nil), func(s *settings) *[]string { return &s.mounts }),
+		usage: "mount the host folder HOST read-only at TARGET (default: the same path) in the sandbox: HOST[:TARGET] (repeatable; docker)",
+		input: "mounts", how: perLine},
+	{name: "setup", field: fieldOf([]string(nil), func(s *settings) *[]string { return &s.setup }),
+		usage: "a setup command run with sh -c before the first check, to prepare dependencies (repeatable)", input: "setup", how: perLine},
+	{name: "setup-defaults", field: fieldOf(true, func(s *settings) *bool { return &s.setupDefaults }),
+		usage: "also run the setup commands goalrun detects (go.mod: module download and build cache; package-lock.json: npm ci)", input: "setup-defaults"},
+	{name: "model", field: fieldOf("", func(s *settings) *string { return &s.model }),
+		usage: "the model to ask the agent for", input: "model"},
+	{name: "model-gateway", field: fieldOf("", func(s *settings) *string { return &s.modelGateway }),
+		usage: "base URL of a model gateway the agent's model API requests go to instead of the public API (may be on loopback or a private network)", input: "model-gateway"},
+	{name: "agent-arg", field: fieldOf([]string(nil), func(s *settings) *[]string { return &s.agentArgs }),
+		usage: "an extra argument for the agent (repeatable)", input: "agent-args", how: perLine},
+	{name: "workdir", field: fieldOf("", func(s *settings) *string { return &s.workdir }),
+		usage: "the workspace (default: the current directory)", input: "working-directory", how: workspace, fromPR: true, path: true},
+	{name: "workspace", field: fieldOf(string(sandbox.WorkspaceAuto), func(s *settings) *string { return &s.workspace }),
+		usage: "how the workspace reaches the sandbox: bind, copy, auto (docker)"},
+	{name: "json", field: fieldOf(false, func(s *settings) *bool { return &s.json }),
+		usage: "stdout = exactly one goalrun/1 document, stderr = JSONL events"},
+	{name: "output", field: fieldOf("", func(s *settings) *string { return &s.output }),
+		usage: "also write the document to this file", path: true},
+	{name: "events", field: fieldOf("", func(s *settings) *string { return &s.events }),
+		usage: "also write the events (JSONL) to this file", path: true},
+	{name: "allow-test-edits", field: fieldOf(false, func(s *settings) *bool { return &s.allowTestEdits }),
+		usage: "a pass after the agent edited the check's files may still conclude success"},
+	{name: "verbose", field: fieldOf(false, func(s *settings) *bool { return &s.verbose }),
+		usage: "show container ids, image digests and resume ids in the progress view"},
+}
+
+// settingValue is the Go type of a setting: a type both package flag and
+// yaml.v3 read.
+type settingValue interface {
+	string | []string | int | int64 | float64 | bool | time.Duration
+}
+
+// value is a setting's field in settings: what the flag set, the config
+// file and the merge do with it.
+type value interface {
+	// setDefault stores the default in s.
+	setDefault(s *settings)
+	// copy copies the setting from src to dst.
+	copy(dst, src *settings)
+	// bind defines the flag name writing into s, with the default.
+	bind(fs *flag.FlagSet, s *settings, name, usage string)
+}
+
+// field is a value of type T: its place in settings and its default.
+type field[T settingValue] struct {
+	def T
+	at  func(*settings) *T
+}
+
+func fieldOf[T settingValue](def T, at func(*settings) *T) value { return field[T]{def: def, at: at} }
+
+func (f field[T]) setDefault(s *settings) { *f.at(s) = f.def }
+
+func (f field[T]) copy(dst, src *settings) { *f.at(dst) = *f.at(src) }
+
+// bind defines the flag with package flag's own Var of its type, so the
+// help text and the parsing are the standard ones; a list is a repeatable
+// flag that starts empty.
+func (f field[T]) bind(fs *flag.FlagSet, s *settings, name, usage string) {
+	switch p := any(f.at(s)).(type) {
+	case *string:
+		fs.StringVar(p, name, any(f.def).(string), usage)
+	case *[]string:
+		fs.Var(listFlag{p}, name, usage)
+	case *int:
+		fs.IntVar(p, name, any(f.def).(int), usage)
+	case *int64:
+		fs.Int64Var(p, name, any(f.def).(int64), usage)
+	case *float64:
+		fs.Float64Var(p, name, any(f.def).(float64), usage)
+	case *bool:
+		fs.BoolVar(p, name, any(f.def).(bool), usage)
+	case *time.Duration:
+		fs.DurationVar(p, name, any(f.def).(time.Duration), usage)
+	}
+}
+
+// pathOf is the field of a path setting (st.path) in s; nil for any other.
+func pathOf(s *settings, st setting) *string {
+	if f, ok := st.field.(field[string]); ok && st.path {
+		return f.at(s)
+	}
+	return nil
+}
+
+// lookupSetting returns the setting named name.
+func lookupSetting(name string) (setting, bool) {
+	for _, s := range settingTable {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return setting{}, false
 }
 
 // defaults returns the settings a run starts from.
 func defaults() settings {
-	return settings{
-		agent:         defaultAgent,
-		maxIterations: defaultMaxIterations,
-		timeout:       defaultTimeout,
-		stepTimeout:   defaultStepTimeout,
-		sandbox:       defaultSandbox,
-		workspace:     string(sandbox.WorkspaceAuto),
-		setupDefaults: true,
+	var s settings
+	for _, st := range settingTable {
+		st.field.setDefault(&s)
 	}
+	return s
 }
 
 // listFlag is a repeatable string flag.
@@ -162,37 +280,9 @@ func (l listFlag) Set(s string) error { *l.v = append(*l.v, s); return nil }
 func newFlagSet(s *settings, configFile *string, noConfig *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("goalrun run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&s.until, "until", "", "the deterministic check, run with sh -c in the sandbox; exit 0 = goal met")
-	fs.StringVar(&s.inferUntil, "infer-until", "", "no check: a judge decides from this text (every pass is ungrounded)")
-	fs.StringVar(&s.judgeCmd, "judge-cmd", "", "a command that judges the goal by its exit code (with --infer-until)")
-	fs.StringVar(&s.agent, "agent", defaultAgent, "the agent: "+strings.Join(agent.Names(), ", "))
-	fs.StringVar(&s.agentBin, "agent-bin", "", "the agent executable (for command: the shell command run each turn)")
-	fs.Var(listFlag{&s.agentArgs}, "agent-arg", "an extra argument for the agent (repeatable)")
-	fs.StringVar(&s.model, "model", "", "the model to ask the agent for")
-	fs.StringVar(&s.modelGateway, "model-gateway", "", "base URL of a model gateway the agent's model API requests go to instead of the public API (may be on loopback or a private network)")
-	fs.StringVar(&s.prompt, "prompt", "", "the task")
-	fs.StringVar(&s.promptFile, "prompt-file", "", "read the task from this file")
-	fs.IntVar(&s.maxIterations, "max-iterations", defaultMaxIterations, "agent turns at most")
-	fs.IntVar(&s.maxTurns, "max-turns", 0, "the agent's own turns per invocation (agents that support it)")
-	fs.IntVar(&s.noProgressTurns, "no-progress-turns", 0, "halt after this many turns with the same check failure and an unchanged workspace (0 = 2; negative = never)")
-	fs.DurationVar(&s.timeout, "timeout", defaultTimeout, "the whole run's wall clock")
-	fs.DurationVar(&s.stepTimeout, "step-timeout", defaultStepTimeout, "one agent turn or one check")
-	fs.Float64Var(&s.maxCostUSD, "max-cost-usd", 0, "stop when the reported cost exceeds this many US dollars")
-	fs.Int64Var(&s.maxTokens, "max-tokens", 0, "stop when input+output tokens exceed this")
-	fs.StringVar(&s.sandbox, "sandbox", defaultSandbox, "docker (required), auto (fall back to local with a notice), local")
-	fs.StringVar(&s.image, "image", "", "the sandbox image (docker): an image reference, "+imageHost+" (the default: the host's system folders, read-only) or "+imageMinimal+" (a busybox image built from this machine's files)")
-	fs.StringVar(&s.network, "network", "", "none, egress, bridge, host (default egress for model-backed agents, none for command)")
-	fs.Var(listFlag{&s.allowHosts}, "allow-host", "add HOST[:PORT] or an ecosystem preset (go, npm, pypi, …) to the egress allowlist of the agent and the setup step (repeatable)")
-	fs.Var(listFlag{&s.setup}, "setup", "a setup command run with sh -c before the first check, to prepare dependencies (repeatable)")
-	fs.BoolVar(&s.setupDefaults, "setup-defaults", true, "also run the setup commands goalrun detects (go.mod: module download and build cache; package-lock.json: npm ci)")
-	fs.Var(listFlag{&s.mounts}, "mount", "mount the host folder HOST read-only at TARGET (default: the same path) in the sandbox: HOST[:TARGET] (repeatable; docker)")
-	fs.StringVar(&s.workspace, "workspace", string(sandbox.WorkspaceAuto), "how the workspace reaches the sandbox: bind, copy, auto (docker)")
-	fs.StringVar(&s.workdir, "workdir", "", "the workspace (default: the current directory)")
-	fs.BoolVar(&s.json, "json", false, "stdout = exactly one goalrun/1 document, stderr = JSONL events")
-	fs.StringVar(&s.output, "output", "", "also write the document to this file")
-	fs.StringVar(&s.events, "events", "", "also write the events (JSONL) to this file")
-	fs.BoolVar(&s.allowTestEdits, "allow-test-edits", false, "a pass after the agent edited the check's files may still conclude success")
-	fs.BoolVar(&s.verbose, "verbose", false, "show container ids, image digests and resume ids in the progress view")
+	for _, st := range settingTable {
+		st.field.bind(fs, s, st.name, st.usage)
+	}
 	fs.StringVar(configFile, "config", "", "YAML config file (default: "+defaultConfigFile+" in the workdir, if present)")
 	fs.BoolVar(noConfig, "no-config", false, "read no config file, not even "+defaultConfigFile+" in the workdir")
 	return fs
@@ -425,22 +515,20 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	// agent's prompt or overwrite one with the document. Flags can name
 	// any path.
 	base := filepath.Dir(path)
-	for _, k := range []struct {
-		key string
-		v   *string
-	}{{"prompt-file", &s.promptFile}, {"workdir", &s.workdir}, {"output", &s.output}, {"events", &s.events}} {
-		if *k.v == "" {
+	for _, st := range settingTable {
+		v := pathOf(s, st)
+		if !st.path || *v == "" {
 			continue
 		}
-		what := fmt.Sprintf("config file %s line %d: %s", path, lf.lines[k.key], k.key)
-		if filepath.IsAbs(*k.v) {
-			return nil, badInput("%s: %q is an absolute path; a config file's paths are relative to its folder and stay inside it (give an outside path as the --%s flag)", what, *k.v, k.key)
+		what := fmt.Sprintf("config file %s line %d: %s", path, lf.lines[st.name], st.name)
+		if filepath.IsAbs(*v) {
+			return nil, badInput("%s: %q is an absolute path; a config file's paths are relative to its folder and stay inside it (give an outside path as the --%s flag)", what, *v, st.name)
 		}
-		p, err := insideFolder(what, "the config file's folder", base, *k.v)
+		p, err := insideFolder(what, "the config file's folder", base, *v)
 		if err != nil {
-			return nil, badInput("%v (give an outside path as the --%s flag)", err, k.key)
+			return nil, badInput("%v (give an outside path as the --%s flag)", err, st.name)
 		}
-		*k.v = p
+		*v = p
 	}
 	return lf, nil
 }
@@ -507,7 +595,7 @@ func nodeKind(n *yaml.Node) string {
 // closestKey returns the known key nearest to k (edit distance ≤ 3), or "".
 func closestKey(k string) string {
 	best, bestD := "", 4
-	for _, f := range fields {
+	for _, f := range settingTable {
 		if d := editDistance(k, f.name); d < bestD {
 			best, bestD = f.name, d
 		}
@@ -661,9 +749,13 @@ func parseRunArgs(args []string, env lookupEnv, getwd func() (string, error)) (r
 		}
 		return filepath.Join(cwd, p)
 	}
-	for _, p := range []*string{&fl.promptFile, &fl.workdir, &fl.output, &fl.events, &configFile} {
-		*p = abs(*p)
+	for _, st := range settingTable {
+		if st.path {
+			p := pathOf(&fl, st)
+			*p = abs(*p)
+		}
 	}
+	configFile = abs(configFile)
 
 	// The config file: --config, else .goalrun.yml in the workdir, unless
 	// --no-config.
@@ -697,15 +789,15 @@ func parseRunArgs(args []string, env lookupEnv, getwd func() (string, error)) (r
 	s := defaults()
 	where := map[string]string{}
 	var fileKeys []string
-	for _, f := range fields {
+	for _, f := range settingTable {
 		if lf != nil {
 			if line, ok := lf.lines[f.name]; ok {
-				f.copy(&s, &lf.s)
+				f.field.copy(&s, &lf.s)
 				where[f.name] = fmt.Sprintf("%q in %s line %d", f.name, lf.path, line)
 			}
 		}
 		if flagSet[f.name] {
-			f.copy(&s, &fl)
+			f.field.copy(&s, &fl)
 			where[f.name] = "--" + f.name
 		} else if lf != nil {
 			if _, ok := lf.lines[f.name]; ok {

@@ -23,7 +23,7 @@ import (
 // identical: every setting is settable both ways under one name.
 func TestSettingsAreOneList(t *testing.T) {
 	var names []string
-	for _, f := range fields {
+	for _, f := range settingTable {
 		names = append(names, f.name)
 	}
 	sort.Strings(names)
