@@ -200,6 +200,9 @@ type value interface {
 	copy(dst, src *settings)
 	// bind defines the flag name writing into s, with the default.
 	bind(fs *flag.FlagSet, s *settings, name, usage string)
+	// decode sets the setting in s from a config file's value; nil, or
+	// what does not fit.
+	decode(s *settings, v *yaml.Node) *badValue
 }
 
 // field is a value of type T: its place in settings and its default.
@@ -288,59 +291,6 @@ func newFlagSet(s *settings, configFile *string, noConfig *bool) *flag.FlagSet {
 	return fs
 }
 
-// fileConfig is the YAML config file: the same names as the flags.
-// Durations are strings such as "30m"; lists accept a single string too.
-type fileConfig struct {
-	Until          *string     `yaml:"until"`
-	InferUntil     *string     `yaml:"infer-until"`
-	JudgeCmd       *string     `yaml:"judge-cmd"`
-	Agent          *string     `yaml:"agent"`
-	AgentBin       *string     `yaml:"agent-bin"`
-	AgentArg       *stringList `yaml:"agent-arg"`
-	Model          *string     `yaml:"model"`
-	ModelGateway   *string     `yaml:"model-gateway"`
-	Prompt         *string     `yaml:"prompt"`
-	PromptFile     *string     `yaml:"prompt-file"`
-	MaxIterations  *int        `yaml:"max-iterations"`
-	MaxTurns       *int        `yaml:"max-turns"`
-	NoProgress     *int        `yaml:"no-progress-turns"`
-	Timeout        *string     `yaml:"timeout"`
-	StepTimeout    *string     `yaml:"step-timeout"`
-	MaxCostUSD     *float64    `yaml:"max-cost-usd"`
-	MaxTokens      *int64      `yaml:"max-tokens"`
-	Sandbox        *string     `yaml:"sandbox"`
-	Image          *string     `yaml:"image"`
-	Network        *string     `yaml:"network"`
-	AllowHost      *stringList `yaml:"allow-host"`
-	Mount          *stringList `yaml:"mount"`
-	Setup          *stringList `yaml:"setup"`
-	SetupDefaults  *bool       `yaml:"setup-defaults"`
-	Workspace      *string     `yaml:"workspace"`
-	Workdir        *string     `yaml:"workdir"`
-	JSON           *bool       `yaml:"json"`
-	Output         *string     `yaml:"output"`
-	Events         *string     `yaml:"events"`
-	AllowTestEdits *bool       `yaml:"allow-test-edits"`
-	Verbose        *bool       `yaml:"verbose"`
-}
-
-// stringList is a YAML list of strings that also accepts one string.
-type stringList []string
-
-// UnmarshalYAML accepts a scalar or a sequence of scalars.
-func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode {
-		*l = stringList{n.Value}
-		return nil
-	}
-	var v []string
-	if err := n.Decode(&v); err != nil {
-		return err
-	}
-	*l = v
-	return nil
-}
-
 // loadedFile is a parsed config file: its settings, which keys it set and
 // on which line.
 type loadedFile struct {
@@ -364,14 +314,12 @@ func badInput(format string, args ...any) *startupError {
 	return &startupError{code: report.ErrBadInput, message: fmt.Sprintf(format, args...)}
 }
 
-// unknownKeyRE matches yaml.v3's strict-mode message for an unknown key.
-var unknownKeyRE = regexp.MustCompile(`^line (\d+): field (\S+) not found in type`)
-
-// yamlLineRE matches yaml.v3's "line N: …" messages.
-var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-
-// loadConfigFile reads and strictly decodes a YAML config file. Errors name
-// the file, the line and the key, and suggest the closest known key.
+// loadConfigFile reads a YAML config file and decodes it by walking its
+// node tree against settingTable: its top level is a mapping whose keys are
+// settings' names, each written once as plain text (no merge key), with
+// values of the setting's type. A value that is null sets the type's zero
+// value. Errors name the file, the line (and for a value, the column) and
+// the key, and suggest the closest known key.
 func loadConfigFile(path string) (*loadedFile, *startupError) {
 	data, err := readCapped(path, maxConfigFileBytes)
 	if err != nil {
@@ -382,20 +330,19 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	if !utf8.Valid(data) {
 		return nil, badInput("config file %s is not UTF-8 text (byte %d); save it as UTF-8", path, invalidUTF8At(data))
 	}
-	// First pass: the node tree, for syntax errors and each key's line.
 	var root yaml.Node
 	nodes := yaml.NewDecoder(bytes.NewReader(data))
 	if err := nodes.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) { // empty file: no settings
 			return lf, nil
 		}
-		return nil, yamlError(path, err)
+		return nil, syntaxError(path, err)
 	}
 	var second yaml.Node
 	if err := nodes.Decode(&second); err == nil && !emptyDocument(&second) {
 		return nil, badInput("config file %s line %d: a second YAML document (after ---); goalrun reads one, put every setting in it", path, second.Line)
 	} else if err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlError(path, err)
+		return nil, syntaxError(path, err)
 	}
 	doc := &root
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
@@ -407,16 +354,16 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	if doc.Kind != yaml.MappingNode {
 		return nil, badInput("config file %s line %d: the file must be a mapping of settings (key: value), not a %s", path, doc.Line, nodeKind(doc))
 	}
+	// The keys: each one plain text, once.
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		k := doc.Content[i]
 		if k.Value == "<<" || k.Tag == "!!merge" {
 			return nil, badInput("config file %s line %d: a YAML merge key (<<); goalrun reads plain settings, write each one out", path, k.Line)
 		}
 		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-			// yaml.v3 decodes a null key (~, null, an empty key) or a
-			// number into a struct's field names as text ("~" matches no
-			// setting, but "1" might one day): refuse every key that is
-			// not written as a string.
+			// A null key (~, null, an empty key) or a number is no
+			// setting's name, even where its text would be ("1" might
+			// one day): refuse every key that is not written as text.
 			return nil, badInput("config file %s line %d: the key %s is not a setting's name; keys are the run flags' names (until, agent, …) written as plain text", path, k.Line, keyShown(k))
 		}
 		if _, dup := lf.lines[k.Value]; dup {
@@ -424,88 +371,35 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 		}
 		lf.lines[k.Value] = k.Line
 	}
-
-	// Second pass: strict decoding into the settings (unknown keys fail).
-	var fc fileConfig
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&fc); err != nil {
-		return nil, yamlError(path, err)
-	}
-	s := &lf.s
-	set := func(p *string, dst *string) {
-		if p != nil {
-			*dst = *p
-		}
-	}
-	set(fc.Until, &s.until)
-	set(fc.InferUntil, &s.inferUntil)
-	set(fc.JudgeCmd, &s.judgeCmd)
-	set(fc.Agent, &s.agent)
-	set(fc.AgentBin, &s.agentBin)
-	set(fc.Model, &s.model)
-	set(fc.ModelGateway, &s.modelGateway)
-	set(fc.Prompt, &s.prompt)
-	set(fc.PromptFile, &s.promptFile)
-	set(fc.Sandbox, &s.sandbox)
-	set(fc.Image, &s.image)
-	set(fc.Network, &s.network)
-	set(fc.Workspace, &s.workspace)
-	set(fc.Workdir, &s.workdir)
-	set(fc.Output, &s.output)
-	set(fc.Events, &s.events)
-	if fc.AgentArg != nil {
-		s.agentArgs = *fc.AgentArg
-	}
-	if fc.AllowHost != nil {
-		s.allowHosts = *fc.AllowHost
-	}
-	if fc.Mount != nil {
-		s.mounts = *fc.Mount
-	}
-	if fc.Setup != nil {
-		s.setup = *fc.Setup
-	}
-	if fc.SetupDefaults != nil {
-		s.setupDefaults = *fc.SetupDefaults
-	}
-	if fc.MaxIterations != nil {
-		s.maxIterations = *fc.MaxIterations
-	}
-	if fc.MaxTurns != nil {
-		s.maxTurns = *fc.MaxTurns
-	}
-	if fc.NoProgress != nil {
-		s.noProgressTurns = *fc.NoProgress
-	}
-	if fc.MaxCostUSD != nil {
-		s.maxCostUSD = *fc.MaxCostUSD
-	}
-	if fc.MaxTokens != nil {
-		s.maxTokens = *fc.MaxTokens
-	}
-	if fc.JSON != nil {
-		s.json = *fc.JSON
-	}
-	if fc.AllowTestEdits != nil {
-		s.allowTestEdits = *fc.AllowTestEdits
-	}
-	if fc.Verbose != nil {
-		s.verbose = *fc.Verbose
-	}
-	for _, d := range []struct {
-		key string
-		v   *string
-		dst *time.Duration
-	}{{"timeout", fc.Timeout, &s.timeout}, {"step-timeout", fc.StepTimeout, &s.stepTimeout}} {
-		if d.v == nil {
+	// The values: every unknown key and every value of the wrong type, in
+	// the file's order.
+	var problems []string
+	unknown, badValues := false, false
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k, v := doc.Content[i], doc.Content[i+1]
+		st, ok := lookupSetting(k.Value)
+		if !ok {
+			msg := fmt.Sprintf("config file %s line %d column %d: unknown key %q", path, k.Line, k.Column, k.Value)
+			if near := closestKey(k.Value); near != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", near)
+			}
+			problems, unknown = append(problems, msg), true
 			continue
 		}
-		v, err := time.ParseDuration(*d.v)
-		if err != nil {
-			return nil, badInput("config file %s line %d: %s: %q is not a duration; write it like 30m, 90s or 1h30m", path, lf.lines[d.key], d.key, *d.v)
+		if bad := st.field.decode(&lf.s, v); bad != nil {
+			problems = append(problems, fmt.Sprintf("config file %s line %d column %d: %s: %s", path, bad.node.Line, bad.node.Column, st.name, bad.text))
+			badValues = true
 		}
-		*d.dst = v
+	}
+	if len(problems) > 0 {
+		se := &startupError{code: report.ErrBadInput, message: strings.Join(problems, "; ")}
+		if unknown {
+			se.suggestions = append(se.suggestions, "Use only the documented keys; they are the run flags' names without the leading dashes.")
+		}
+		if badValues {
+			se.suggestions = append(se.suggestions, "Write each value as its flag takes it (goalrun run --help lists the flags and their types).")
+		}
+		return nil, se
 	}
 	// Paths in the file are relative to the file's folder and must stay
 	// inside it, also through symbolic links: a config file is often not
@@ -516,7 +410,7 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	// any path.
 	base := filepath.Dir(path)
 	for _, st := range settingTable {
-		v := pathOf(s, st)
+		v := pathOf(&lf.s, st)
 		if !st.path || *v == "" {
 			continue
 		}
@@ -533,33 +427,102 @@ func loadConfigFile(path string) (*loadedFile, *startupError) {
 	return lf, nil
 }
 
-// yamlError rewrites a yaml.v3 error so it names the file, the line and
-// (for an unknown key) the key and the closest known one.
-func yamlError(path string, err error) *startupError {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		var msgs []string
-		for _, m := range te.Errors {
-			if g := unknownKeyRE.FindStringSubmatch(m); g != nil {
-				msg := fmt.Sprintf("config file %s line %s: unknown key %q", path, g[1], g[2])
-				if near := closestKey(g[2]); near != "" {
-					msg += fmt.Sprintf(" (did you mean %q?)", near)
-				}
-				msgs = append(msgs, msg)
-				continue
-			}
-			if g := yamlLineRE.FindStringSubmatch(m); g != nil {
-				msgs = append(msgs, fmt.Sprintf("config file %s line %s: %s", path, g[1], g[2]))
-				continue
-			}
-			msgs = append(msgs, fmt.Sprintf("config file %s: %s", path, m))
-		}
-		return &startupError{code: report.ErrBadInput, message: strings.Join(msgs, "; "),
-			suggestions: []string{"Use only the documented keys; they are the run flags' names without the leading dashes."}}
+// badValue is a config file value that does not fit its setting: the node
+// (for its line and column) and what is wrong with it.
+type badValue struct {
+	node *yaml.Node
+	text string
+}
+
+// decode sets the field in s from the config file's value node v. A
+// scalar is read by yaml.v3 itself, as it reads a Go value of the field's
+// type (so "3" is an int, "yes" no bool); a list also takes one string. An
+// alias is followed. Null sets the zero value.
+func (f field[T]) decode(s *settings, v *yaml.Node) *badValue {
+	v = resolveAlias(v)
+	p := f.at(s)
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+		var zero T
+		*p = zero
+		return nil
 	}
+	switch p := any(p).(type) {
+	case *[]string:
+		switch v.Kind {
+		case yaml.ScalarNode:
+			*p = []string{v.Value}
+			return nil
+		case yaml.SequenceNode:
+			list := make([]string, 0, len(v.Content))
+			for i, item := range v.Content {
+				item = resolveAlias(item)
+				var text string
+				if item.Kind != yaml.ScalarNode || item.Decode(&text) != nil {
+					return &badValue{item, fmt.Sprintf("item %d is %s, not text", i+1, shownValue(item))}
+				}
+				list = append(list, text)
+			}
+			*p = list
+			return nil
+		}
+		return &badValue{v, shownValue(v) + " is not " + wantOf(p)}
+	case *time.Duration:
+		var text string
+		if v.Kind == yaml.ScalarNode && v.Decode(&text) == nil {
+			if d, err := time.ParseDuration(text); err == nil {
+				*p = d
+				return nil
+			}
+		}
+		return &badValue{v, shownValue(v) + " is not " + wantOf(p)}
+	}
+	if v.Kind != yaml.ScalarNode || v.Decode(p) != nil {
+		return &badValue{v, shownValue(v) + " is not " + wantOf(p)}
+	}
+	return nil
+}
+
+// wantOf says what a setting of p's type takes, for errors.
+func wantOf(p any) string {
+	switch p.(type) {
+	case *[]string:
+		return "text or a list of texts"
+	case *int, *int64:
+		return "a whole number"
+	case *float64:
+		return "a number"
+	case *bool:
+		return "true or false"
+	case *time.Duration:
+		return "a duration; write it like 30m, 90s or 1h30m"
+	}
+	return "text"
+}
+
+// shownValue names a value node for errors: a scalar's text, quoted, or
+// the kind of node.
+func shownValue(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "a " + nodeKind(n)
+}
+
+// resolveAlias follows an alias node to the node it names.
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// syntaxError is a config file that is not YAML. yaml.v3 reports syntax
+// errors as text only ("yaml: line 3: did not find expected key"); the
+// message keeps it, after the file's name.
+func syntaxError(path string, err error) *startupError {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if g := yamlLineRE.FindStringSubmatch(msg); g != nil {
-		return badInput("config file %s line %s: %s", path, g[1], g[2])
+	if strings.HasPrefix(msg, "line ") {
+		return badInput("config file %s %s", path, msg)
 	}
 	return badInput("config file %s: %s", path, msg)
 }

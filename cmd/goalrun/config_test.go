@@ -14,17 +14,31 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 	"github.com/goalrun/goalrun/sandbox/egress"
 )
 
-// TestSettingsAreOneList keeps the flags, the YAML keys and the merge table
-// identical: every setting is settable both ways under one name.
+// TestSettingsAreOneList keeps the flags and the config file's keys equal
+// to settingTable: every setting is settable both ways under one name, and
+// the table's marks fit the fields they describe.
 func TestSettingsAreOneList(t *testing.T) {
 	var names []string
+	seen := map[string]bool{}
 	for _, f := range settingTable {
+		if seen[f.name] {
+			t.Errorf("setting %q is declared twice", f.name)
+		}
+		seen[f.name] = true
 		names = append(names, f.name)
+		if f.path && pathOf(&settings{}, f) == nil {
+			t.Errorf("setting %q is marked as a path but is no text", f.name)
+		}
+		if f.usage == "" {
+			t.Errorf("setting %q has no help text", f.name)
+		}
 	}
 	sort.Strings(names)
 	var flags []string
@@ -33,17 +47,37 @@ func TestSettingsAreOneList(t *testing.T) {
 			flags = append(flags, n)
 		}
 	}
-	var keys []string
-	ft := reflect.TypeOf(fileConfig{})
-	for i := 0; i < ft.NumField(); i++ {
-		keys = append(keys, ft.Field(i).Tag.Get("yaml"))
-	}
-	sort.Strings(keys)
 	if !reflect.DeepEqual(names, flags) {
-		t.Errorf("fields %v\nflags  %v", names, flags)
+		t.Errorf("settings %v\nflags    %v", names, flags)
 	}
-	if !reflect.DeepEqual(names, keys) {
-		t.Errorf("fields %v\nyaml   %v", names, keys)
+	// Every key decodes from a config file.
+	for _, f := range settingTable {
+		var s settings
+		n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "1", Line: 1, Column: 1}
+		if f.name == "timeout" || f.name == "step-timeout" {
+			n.Value = "1m"
+		} else if _, ok := f.field.(field[bool]); ok {
+			n.Tag, n.Value = "!!bool", "true"
+		} else if _, ok := f.field.(field[string]); !ok {
+			if _, ok := f.field.(field[[]string]); !ok {
+				n.Tag = "!!int"
+			}
+		}
+		if bad := f.field.decode(&s, n); bad != nil {
+			t.Errorf("setting %q does not decode %q: %s", f.name, n.Value, bad.text)
+		}
+	}
+	if want := []string{"prompt", "prompt-file", "workdir"}; !reflect.DeepEqual(prConfigAllowed, want) {
+		t.Errorf("a pull request's config file may set %v, want %v (what to do, never how it is isolated, checked or paid for)", prConfigAllowed, want)
+	}
+	var paths []string
+	for _, f := range settingTable {
+		if f.path {
+			paths = append(paths, f.name)
+		}
+	}
+	if want := []string{"prompt-file", "workdir", "output", "events"}; !reflect.DeepEqual(paths, want) {
+		t.Errorf("path settings %v, want %v", paths, want)
 	}
 	// The architecture's flag table, plus this project's additions.
 	for _, want := range []string{"until", "infer-until", "agent", "agent-bin", "agent-arg", "model", "prompt", "prompt-file",
@@ -186,6 +220,33 @@ func TestConfigFile(t *testing.T) {
 			}
 		}},
 		{name: "a second document start only", yaml: "until: x\n---\n", check: func(t *testing.T, c runConfig) {}, args: []string{"--until", "x"}},
+		{name: "a wrong type names the column", yaml: "until: x\nmax-tokens: {a: 1}\n", wantErr: []string{".goalrun.yml line 2 column 13: max-tokens: a mapping is not a whole number"}},
+		{name: "a list item that is not text", yaml: "until: x\nsetup:\n  - make\n  - [a, b]\n", wantErr: []string{".goalrun.yml line 4 column 5: setup: item 2 is a list, not text"}},
+		{name: "a list as text", yaml: "until: [a, b]\n", wantErr: []string{".goalrun.yml line 1 column 8: until: a list is not text"}},
+		{name: "an unknown key and a wrong type together", yaml: "until: x\njson: maybe\nagnet: claude\n", wantErr: []string{
+			`line 2 column 7: json: "maybe" is not true or false`, `line 3 column 1: unknown key "agnet" (did you mean "agent"?)`}},
+		{name: "an unknown key inside a flow mapping", yaml: "{until: x, sandbx: local}\n", wantErr: []string{"line 1 column 12", `unknown key "sandbx"`, `did you mean "sandbox"`}},
+		{name: "a bad duration", yaml: "until: x\ntimeout: 5 minutes\n", wantErr: []string{`line 2 column 10: timeout: "5 minutes" is not a duration; write it like 30m, 90s or 1h30m`}},
+		{name: "a number as a duration", yaml: "until: x\nstep-timeout: 30\n", wantErr: []string{`step-timeout: "30" is not a duration`}},
+		{name: "a quoted number is no whole number", yaml: "until: x\nmax-iterations: \"3\"\n", wantErr: []string{`max-iterations: "3" is not a whole number`}},
+		{name: "values of every type", yaml: "until: 3\nmax-turns: 0x10\nno-progress-turns: -1\nmax-cost-usd: 1\nsetup-defaults: false\nallow-test-edits: true\nsetup: [make, 7]\n",
+			check: func(t *testing.T, c runConfig) {
+				if c.until != "3" || c.maxTurns != 16 || c.noProgressTurns != -1 || c.maxCostUSD != 1 || c.setupDefaults || !c.allowTestEdits ||
+					!reflect.DeepEqual(c.setup, []string{"make", "7"}) {
+					t.Errorf("config %+v", c.settings)
+				}
+			}},
+		{name: "an alias repeats a value", yaml: "until: &u go test ./...\ninfer-until: *u\nsetup: [*u]\n", check: func(t *testing.T, c runConfig) {
+			if c.inferUntil != "go test ./..." || !reflect.DeepEqual(c.setup, []string{"go test ./..."}) {
+				t.Errorf("infer-until %q setup %q", c.inferUntil, c.setup)
+			}
+		}},
+		{name: "null sets the zero value, not the default", yaml: "until: x\nsetup-defaults: ~\nagent-arg:\n", check: func(t *testing.T, c runConfig) {
+			if c.setupDefaults || c.agentArgs != nil || !reflect.DeepEqual(c.fileKeys, []string{"agent-arg", "setup-defaults", "until"}) {
+				t.Errorf("setup-defaults %v agent args %q file keys %q", c.setupDefaults, c.agentArgs, c.fileKeys)
+			}
+		}},
+		{name: "a syntax error names the line", yaml: "until: x\nsetup: [make\n", wantErr: []string{".goalrun.yml line 1: did not find expected ',' or ']'"}}, // yaml.v3's own text, its line number included
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
