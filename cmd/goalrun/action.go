@@ -27,7 +27,7 @@ import (
 
 // actionInput is one input of action.yml. flag is the `goalrun run` flag it
 // maps to ("" for inputs only the action uses); how says how the value
-// becomes flags.
+// becomes flags. The inputs of settings are declared in settingTable.
 type actionInput struct {
 	name string
 	flag string
@@ -45,41 +45,27 @@ const (
 	actionOnly                  // read by the action itself
 )
 
-// actionInputs lists every input of action.yml, in its order. A test keeps
-// it, action.yml and README.md's table identical.
-var actionInputs = []actionInput{
-	{"agent", "agent", asIs},
-	{"agent-bin", "agent-bin", asIs},
-	{"prompt", "prompt", asIs},
-	{"prompt-file", "prompt-file", workspace},
-	{"until", "until", asIs},
-	{"infer-until", "infer-until", asIs},
-	{"max-iterations", "max-iterations", asIs},
-	{"timeout-minutes", "timeout", minutes},
-	{"step-timeout-minutes", "step-timeout", minutes},
-	{"max-cost-usd", "max-cost-usd", asIs},
-	{"max-tokens", "max-tokens", asIs},
-	{"sandbox", "sandbox", asIs},
-	{"image", "image", asIs},
-	{"network", "network", asIs},
-	{"allow-hosts", "allow-host", perItem},
-	{"mounts", "mount", perLine},
-	{"setup", "setup", perLine},
-	{"setup-defaults", "setup-defaults", asIs},
-	{"model", "model", asIs},
-	{"model-gateway", "model-gateway", asIs},
-	{"agent-args", "agent-arg", perLine},
-	{"working-directory", "workdir", workspace},
-	{"config", "config", workspace},
-	{"github-token", "", actionOnly},
-	{"check-name", "", actionOnly},
-	{"comment", "", actionOnly},
-	{"open-pr", "", actionOnly},
-	{"pr-branch-prefix", "", actionOnly},
-	{"base-branch", "", actionOnly},
-	{"trigger-phrase", "", actionOnly},
-	{"allowed-bots", "", actionOnly},
-}
+// actionInputs lists every input of action.yml, in its order: the inputs
+// of settingTable's settings, then config, then the inputs only the action
+// reads. TestActionMetadataInSync keeps it, action.yml and README.md's
+// table identical.
+var actionInputs = func() []actionInput {
+	var ins []actionInput
+	for _, st := range settingTable {
+		if st.input != "" {
+			ins = append(ins, actionInput{name: st.input, flag: st.name, how: st.how})
+		}
+	}
+	ins = append(ins, actionInput{name: "config", flag: "config", how: workspace})
+	for _, name := range actionOnlyInputs {
+		ins = append(ins, actionInput{name: name, how: actionOnly})
+	}
+	return ins
+}()
+
+// actionOnlyInputs are the inputs the action reads itself: how it reports,
+// and who may start it.
+var actionOnlyInputs = []string{"github-token", "check-name", "comment", "open-pr", "pr-branch-prefix", "base-branch", "trigger-phrase", "allowed-bots"}
 
 // publishTimeout bounds reporting to GitHub after the run; publishGrace
 // does after an interruption (the document must be out within seconds).

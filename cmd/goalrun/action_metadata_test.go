@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rhysd/actionlint"
 	"gopkg.in/yaml.v3"
@@ -259,5 +261,64 @@ func TestActionlint(t *testing.T) {
 	}
 	if len(errs) != 1 || !strings.Contains(errs[0].Message, "not-an-input") {
 		t.Errorf("actionlint on a workflow using ./ with every input: %q, want exactly the error about not-an-input", msgs)
+	}
+}
+
+// TestActionInputsFollowTheSettingTable keeps action.yml's inputs equal to
+// settingTable: every setting with an input is declared there, in the
+// table's order, with an empty default (so a config file or run's default
+// applies) except working-directory's "."; each input's mapping fits the
+// setting's type; and the config input tells exactly which settings a
+// pull request's config file may set.
+func TestActionInputsFollowTheSettingTable(t *testing.T) {
+	inputs, _, _ := orderedMeta(t)
+	yml := map[string]metaEntry{}
+	var order []string
+	for _, in := range inputs {
+		yml[in.name] = in
+		order = append(order, in.name)
+	}
+	var fromTable []string
+	for _, st := range settingTable {
+		if st.input == "" {
+			continue
+		}
+		fromTable = append(fromTable, st.input)
+		t.Run(st.input, func(t *testing.T) {
+			in, ok := yml[st.input]
+			if !ok {
+				t.Fatalf("action.yml has no input %s for the setting %s", st.input, st.name)
+			}
+			if want := map[string]string{"working-directory": "."}[st.input]; in.def != want {
+				t.Errorf("default %q, want %q", in.def, want)
+			}
+			var want []inputKind
+			switch st.field.(type) {
+			case field[[]string]:
+				want = []inputKind{perLine, perItem}
+			case field[time.Duration]:
+				want = []inputKind{minutes}
+			case field[string]:
+				want = []inputKind{asIs}
+				if st.path {
+					want = []inputKind{workspace}
+				}
+			default:
+				want = []inputKind{asIs}
+			}
+			if !slices.Contains(want, st.how) {
+				t.Errorf("input %s maps to --%s as %d, want one of %v for its type", st.input, st.name, st.how, want)
+			}
+			if got := inputWords("--" + st.name); got != "input "+st.input {
+				t.Errorf("inputWords(--%s) = %q, want %q", st.name, got, "input "+st.input)
+			}
+		})
+	}
+	if got := order[:min(len(fromTable), len(order))]; !slices.Equal(got, fromTable) {
+		t.Errorf("action.yml's first inputs %v, want the settings' inputs in the table's order %v", got, fromTable)
+	}
+	allowed := strings.Join(prConfigAllowed[:len(prConfigAllowed)-1], ", ") + " and " + prConfigAllowed[len(prConfigAllowed)-1]
+	if !strings.Contains(yml["config"].description, "may set only "+allowed+".") {
+		t.Errorf("the config input's description %q does not say the file may set only %s", yml["config"].description, allowed)
 	}
 }
