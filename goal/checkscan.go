@@ -30,6 +30,9 @@ const (
 	// goRunBufMax bounds how many tests' `go test -v` lines the scanner
 	// holds until it learns whether they failed: 64 tests.
 	goRunBufMax = 64
+	// goFailNamesKeep bounds the failing top-level go tests the scanner
+	// names (the rest are counted): 64 names.
+	goFailNamesKeep = 64
 )
 
 var (
@@ -90,11 +93,19 @@ type OutputScanner struct {
 
 	env     []string
 	envHead string // the last `# pkg` header, kept before an environment line
+
+	// go test's failing top-level tests, counted over the whole output:
+	// those whose package status line was read, by package, and those
+	// still waiting for it.
+	goFailed   []goPackageTests
+	goPending  goPackageTests
+	goNamed    int             // names kept in goFailed and goPending
+	goFailSeen map[string]bool // package and test of each name kept
 }
 
 // NewOutputScanner returns an empty scanner.
 func NewOutputScanner() *OutputScanner {
-	return &OutputScanner{goRun: map[string]*strings.Builder{}}
+	return &OutputScanner{goRun: map[string]*strings.Builder{}, goFailSeen: map[string]bool{}}
 }
 
 // Write scans p; it never fails.
@@ -178,10 +189,75 @@ func (s *OutputScanner) line(raw string) {
 		return
 	}
 	l = cutLine(l, scanLineMax)
+	s.goTally(l)
 	if !goFramingLine(l) { // go test -v's lines about a test's course are never an environment's
 		s.envLine(l)
 	}
 	s.failureLine(l)
+}
+
+// goTally counts go test's failing top-level tests: a `--- FAIL: Name`
+// line (a subtest's name holds a "/") waits for the `FAIL\tpkg` status
+// line that closes its package's output (go test ./... prints each
+// package's output whole, then that line).
+func (s *OutputScanner) goTally(l string) {
+	if m := reGoFailLine.FindStringSubmatch(l); m != nil {
+		if !strings.Contains(m[1], "/") {
+			s.goPending.add(m[1], s)
+		}
+		return
+	}
+	m := reGoPkgFail.FindStringSubmatch(l)
+	if m == nil || len(s.goPending.tests)+s.goPending.more == 0 {
+		return
+	}
+	pkg := m[1]
+	i := 0
+	for i < len(s.goFailed) && s.goFailed[i].pkg != pkg {
+		i++
+	}
+	if i == len(s.goFailed) {
+		s.goFailed = append(s.goFailed, goPackageTests{pkg: pkg})
+	}
+	g := &s.goFailed[i]
+	for _, t := range s.goPending.tests {
+		s.goNamed--
+		g.add(t, s)
+	}
+	g.more += s.goPending.more
+	s.goPending = goPackageTests{}
+}
+
+// add names test t in g while the scanner keeps fewer than
+// goFailNamesKeep names, else counts it. A package's test is named once
+// (-count=N runs it again); a test waiting for its package is not yet
+// checked.
+func (g *goPackageTests) add(t string, s *OutputScanner) {
+	key := g.pkg + "\x00" + t
+	switch {
+	case g.pkg != "" && s.goFailSeen[key]:
+	case s.goNamed < goFailNamesKeep:
+		if g.pkg != "" {
+			s.goFailSeen[key] = true
+		}
+		s.goNamed++
+		g.tests = append(g.tests, t)
+	default:
+		g.more++
+	}
+}
+
+// GoFailing returns go test's failing top-level tests found so far: by
+// package, in the order the packages ended, and (unattributed) those
+// whose package status line has not been read.
+func (s *OutputScanner) GoFailing() (byPackage []goPackageTests, unattributed goPackageTests) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeLocked()
+	byPackage = append(byPackage, s.goFailed...)
+	unattributed = s.goPending
+	unattributed.tests = append([]string(nil), unattributed.tests...)
+	return byPackage, unattributed
 }
 
 // goFramingLine reports go test -v's lines that say a test started,

@@ -60,6 +60,7 @@ func TestEnvironmentFailure(t *testing.T) {
 		{"go: failures among usage text", "go-cli-usage.txt", Environment{}, "", "", ""},
 		{"go -v: failures among usage text", "go-cli-usage-v.txt", Environment{}, "", "", ""},
 		{"go -v: parallel subtests fail", "go-parallel-v.txt", Environment{}, "", "", ""},
+		{"go -v: many failing tests in a long output", "go-many-failing-v.txt", Environment{}, "", "", ""},
 		{"go -v: a failing test whose output lacks a final newline", "go-fail-v-glued.txt", Environment{}, "", "", ""},
 
 		// npm and node.

@@ -303,25 +303,33 @@ func DescribeFailing(names []string) string {
 
 // listNames lists at most describeShown names and counts the rest:
 // "A, B, C and 2 more", "A and B".
-func listNames(xs []string) string {
+func listNames(xs []string) string { return listNamesMore(xs, 0) }
+
+// listNamesMore is listNames for xs and more names not known.
+func listNamesMore(xs []string, more int) string {
+	if len(xs) == 0 {
+		return fmt.Sprintf("%d tests", more)
+	}
 	shown := xs
 	if len(shown) > describeShown {
 		shown = shown[:describeShown]
 	}
 	out := strings.Join(shown, ", ")
 	switch {
-	case len(xs) > describeShown:
-		out += fmt.Sprintf(" and %d more", len(xs)-describeShown)
+	case len(xs)+more > len(shown):
+		out += fmt.Sprintf(" and %d more", len(xs)+more-len(shown))
 	case len(xs) > 1:
 		out = strings.Join(shown[:len(shown)-1], ", ") + " and " + shown[len(shown)-1]
 	}
 	return out
 }
 
-// goPackageTests are the failing top-level tests of one go test package.
+// goPackageTests are the failing top-level tests of one go test package:
+// those named and how many more failed.
 type goPackageTests struct {
 	pkg   string
 	tests []string
+	more  int
 }
 
 // goFailingByPackage groups go test's failing top-level tests by the
@@ -375,14 +383,6 @@ func DescribeFailingOutput(parts ...string) string {
 	if len(groups) == 0 {
 		return DescribeFailing(names)
 	}
-	var segs []string
-	for i, g := range groups {
-		if i == describeShown {
-			segs = append(segs, fmt.Sprintf("failures in %d more packages", len(groups)-describeShown))
-			break
-		}
-		segs = append(segs, listNames(g.tests)+" failing in "+g.pkg)
-	}
 	// Tests whose package line was not kept (a cut output) are named
 	// without one.
 	attributed := map[string]bool{}
@@ -391,17 +391,45 @@ func DescribeFailingOutput(parts ...string) string {
 			attributed[t] = true
 		}
 	}
-	var loose []string
+	var loose goPackageTests
 	for _, part := range parts {
 		for _, m := range reGoFail.FindAllStringSubmatch(part, -1) {
 			if t := strings.TrimSpace(m[1]); !strings.Contains(t, "/") && !attributed[t] {
 				attributed[t] = true
-				loose = append(loose, t)
+				loose.tests = append(loose.tests, t)
 			}
 		}
 	}
-	if len(loose) > 0 {
-		segs = append(segs, listNames(loose)+" failing")
+	return describeGoFailing(groups, loose, names)
+}
+
+// DescribeScannedFailing is DescribeFailingOutput for a check whose whole
+// output scan read: go tests are named and counted from everything the
+// check printed (OutputScanner.GoFailing), not from the kept parts, so a
+// long output's count is whole; other runners' tests, panics and build
+// errors are read from parts.
+func DescribeScannedFailing(scan *OutputScanner, parts ...string) string {
+	groups, loose := scan.GoFailing()
+	if len(groups) == 0 && len(loose.tests)+loose.more == 0 {
+		return DescribeFailingOutput(parts...)
+	}
+	return describeGoFailing(groups, loose, FailingTests(strings.Join(parts, "\n")))
+}
+
+// describeGoFailing says which go tests fail by package (at most three
+// packages, the rest counted), then the unattributed ones, then what
+// names holds besides go tests.
+func describeGoFailing(groups []goPackageTests, loose goPackageTests, names []string) string {
+	var segs []string
+	for i, g := range groups {
+		if i == describeShown {
+			segs = append(segs, fmt.Sprintf("failures in %d more packages", len(groups)-describeShown))
+			break
+		}
+		segs = append(segs, listNamesMore(g.tests, g.more)+" failing in "+g.pkg)
+	}
+	if len(loose.tests)+loose.more > 0 {
+		segs = append(segs, listNamesMore(loose.tests, loose.more)+" failing")
 	}
 	var rest []string
 	for _, n := range names {

@@ -729,6 +729,7 @@ func (l *loop) runCheck(ctx context.Context, i int) (CheckRun, error) {
 	cr.Passed = err == nil && res.ExitCode == 0 && !res.TimedOut && !res.Cancelled && !res.OOMKilled
 	if !cr.Passed {
 		cr.Failures = scan.Failures()
+		cr.Failing = DescribeScannedFailing(scan, cr.Failures, cr.Tail)
 		if err == nil && !cr.TimedOut && !cr.Cancelled && !cr.OOMKilled {
 			cr.Environment = EnvironmentFailure(scan.EnvLines()+"\n"+cr.Tail, l.cfg.Environment)
 		}
@@ -744,8 +745,8 @@ func (l *loop) runCheck(ctx context.Context, i int) (CheckRun, error) {
 	if !cr.Passed && err == nil {
 		// What people need to see of a failing check: what failed, the
 		// failing tests' own lines, and the end of its output.
-		if d := DescribeFailingOutput(cr.Failures, cr.Tail); d != "" {
-			data["failing"] = d
+		if cr.Failing != "" {
+			data["failing"] = cr.Failing
 		}
 		tail := cr.Tail
 		if cr.TailBytes > int64(len(tail)) { // the kept tail starts mid-line
@@ -872,7 +873,7 @@ func passWord(cr CheckRun) string {
 func checkResult(cr CheckRun) *report.CheckResult {
 	r := &report.CheckResult{
 		ExitCode: cr.ExitCode, Passed: cr.Passed, Seconds: seconds(cr.Duration),
-		Failures: cr.Failures, Tail: cr.Tail, OutputBytes: cr.TailBytes,
+		Failures: cr.Failures, Failing: cr.Failing, Tail: cr.Tail, OutputBytes: cr.TailBytes,
 		TimedOut: cr.TimedOut, OOMKilled: cr.OOMKilled,
 	}
 	if cr.Environment != nil {

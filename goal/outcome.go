@@ -109,6 +109,10 @@ type CheckRun struct {
 	// output (OutputScanner), at most CheckFailuresKeep bytes; "" when
 	// the check passed or none were recognised.
 	Failures string
+	// Failing says in one sentence which tests failed, named and counted
+	// from the whole output (DescribeScannedFailing); "" when the check
+	// passed or none were recognised.
+	Failing string
 	// Environment is set when the check failed because of its
 	// environment rather than the code (EnvironmentFailure).
 	Environment *EnvFailure

@@ -205,6 +205,10 @@ type CheckResult struct {
 	// output (go test's --- FAIL blocks, pytest's failures…), the first
 	// FailuresCap bytes; additive.
 	Failures string `json:"failures,omitempty"`
+	// Failing says in one sentence which tests failed, named and counted
+	// from the whole output ("TestA, TestB, TestC and 8 more failing in
+	// example.com/p"), capped at ReasonCap, one line; additive.
+	Failing string `json:"failing,omitempty"`
 	// Tail is the end of the check's combined output, capped at TailCap.
 	Tail      string `json:"tail"`
 	TimedOut  bool   `json:"timed_out,omitempty"`

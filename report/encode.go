@@ -170,6 +170,7 @@ var elisions = []elision{
 		for i := range d.Iterations {
 			if c := d.Iterations[i].Check; c != nil {
 				n += shrinkIn(&c.Environment, 64)
+				n += shrinkIn(&c.Failing, 64)
 			}
 		}
 		return plural(n, "reason", "cut to 64 bytes")

@@ -29,7 +29,7 @@ func worstRun(s string, n int) Run {
 	for i := 0; i < n; i++ {
 		r.Iterations = append(r.Iterations, Iteration{N: i,
 			Agent: &AgentStep{Status: s, Cause: s, Turns: i, Seconds: 1},
-			Check: &CheckResult{ExitCode: 1, Seconds: 1, Tail: s, Failures: s, Environment: s}})
+			Check: &CheckResult{ExitCode: 1, Seconds: 1, Tail: s, Failures: s, Failing: s, Environment: s}})
 		r.Suggestions = append(r.Suggestions, s)
 		r.Setup = append(r.Setup, SetupStep{Command: s, Dir: s, ExitCode: i % 2, Seconds: 1, Detected: true, Reused: i%2 == 0})
 	}

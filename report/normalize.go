@@ -113,6 +113,7 @@ func normalize(d *Document, red *Redactor) {
 				c.Tail = CapTail(c.Tail, total, TailCap)
 				c.OutputBytes = max(c.OutputBytes, 0)
 				c.Failures = Cap(red.Redact(c.Failures), FailuresCap)
+				c.Failing = line(red.Redact(c.Failing), ReasonCap)
 				c.Environment = line(c.Environment, ReasonCap)
 				it.Check = &c
 			}

@@ -157,6 +157,8 @@ func failingCheck(doc report.Document) (string, []string) {
 	}
 	if c.Environment != "" {
 		how += ": for its environment: " + report.Unmarked(c.Environment)
+	} else if c.Failing != "" { // from the whole output, as the progress line
+		how += ": " + terminalText(c.Failing)
 	} else if d := goal.DescribeFailingOutput(report.Unmarked(c.Failures), report.Unmarked(c.Tail)); d != "" {
 		how += ": " + d
 	}

@@ -405,3 +405,29 @@ func TestVerboseShowsIDs(t *testing.T) {
 		t.Errorf("--verbose does not show the container and the image:\n%s", verbose.stderr)
 	}
 }
+
+// TestFailingCheckNamesWhatFailedFromTheWholeOutput: the result line names
+// the failing tests with the sentence the progress line shows (the
+// document's check.failing, counted from the whole output), not one
+// rebuilt from the kept failing lines, which a long output cuts.
+func TestFailingCheckNamesWhatFailedFromTheWholeOutput(t *testing.T) {
+	cut := "--- FAIL: TestIssue218 (0.00s)\n    color_test.go:9: bad\n"
+	for _, tc := range []struct {
+		name    string
+		failing string
+		want    string
+	}{
+		{"the whole output's sentence", "TestColor, TestNoFormatString, TestIssue218 and 8 more failing in github.com/fatih/color",
+			"(exit 1: TestColor, TestNoFormatString, TestIssue218 and 8 more failing in github.com/fatih/color)"},
+		{"a document without it reads the kept lines", "", "(exit 1: TestIssue218 failing)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := report.Document{Goal: &report.Goal{Check: "go test ./..."}, Iterations: []report.Iteration{{N: 5,
+				Check: &report.CheckResult{ExitCode: 1, Failures: cut, Failing: tc.failing, Tail: "FAIL\n"}}}}
+			title, _ := failingCheck(doc)
+			if !strings.Contains(title, tc.want) {
+				t.Errorf("title %q does not hold %q", title, tc.want)
+			}
+		})
+	}
+}
