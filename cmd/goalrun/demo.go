@@ -427,6 +427,12 @@ func (d *demo) engine() engine {
 	local := eng.sandboxes.local
 	eng.sandboxes.docker = func(ctx context.Context, rc runConfig, cfg sandbox.Config) (sandbox.Sandbox, error) {
 		cfg.AllowHosts = nil
+		// The workspace is a new temporary copy each time, and the kept
+		// deps volume's key holds the workspace's path: no later run could
+		// reuse it, and keeping it would evict a real project's (at most
+		// sandbox.KeptDepsMax are kept). The run's own deps volume goes
+		// with the run.
+		cfg.Setup.Key = ""
 		if err := d.buildRelay(ctx); err != nil {
 			return nil, err
 		}

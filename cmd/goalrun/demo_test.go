@@ -142,6 +142,11 @@ func assertDemoVerdict(t *testing.T, d map[string]any, mode, network string) {
 			t.Errorf("%s = %v, want %v", path, got, want)
 		}
 	}
+	// The demo's workspace is a new temporary copy each run: a kept deps
+	// volume could never be reused, and would evict a real project's.
+	if v := get(d, "sandbox", "setup_deps_volume"); v != nil {
+		t.Errorf("sandbox.setup_deps_volume = %v: the demo kept its deps volume", v)
+	}
 	its, _ := d["iterations"].([]any)
 	if len(its) != 3 {
 		t.Fatalf("iterations %v, want check #0 and two turns", d["iterations"])
