@@ -154,6 +154,8 @@ func Headline(d Document) string {
 			parts = append(parts, "goal not met", "failed closed: git's executable configuration changed")
 		case d.Error == ErrEnvironmentFailed:
 			parts = append(parts, "goal not met", "ungrounded: the check's environment failed")
+		case !checkRan(d):
+			parts = append(parts, "goal not met", "ungrounded: check not run")
 		default:
 			parts = append(parts, "goal not met", "ungrounded: check failing")
 		}
@@ -705,4 +707,19 @@ func mdFence(s string) string {
 	fence := strings.Repeat("`", max(3, longest+1))
 	s = strings.TrimRight(strings.ToValidUTF8(s, "\uFFFD"), "\n")
 	return fence + "text\n" + s + "\n" + fence + "\n"
+}
+
+// checkRan reports whether the document shows that a check ran: an
+// iteration with a check, iterations left out, or detail the encoder
+// dropped (it cannot tell then, so it assumes one ran).
+func checkRan(d Document) bool {
+	if (d.IterationsOmitted != nil && *d.IterationsOmitted > 0) || len(d.Elided) > 0 {
+		return true
+	}
+	for _, it := range d.Iterations {
+		if it.Check != nil {
+			return true
+		}
+	}
+	return false
 }

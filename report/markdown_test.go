@@ -221,6 +221,8 @@ func TestHeadline(t *testing.T) {
 		{"judge said not met", Finish(judgedRun(false), nil), "goal not met · ungrounded (a judge's word) · 2 iterations · conclusion failure"},
 		{"error", Finish(agentFailedRun(), nil), "error AgentFailed · goal not met · ungrounded: check failing · 1 iteration · conclusion failure · claude exited 1 without a result event: \"Error: connect ECONNREFUSED 127.0.0.1:443\""},
 		{"startup", StartupError(ErrBadInput, "bad flag"), "error BadInput · conclusion failure · bad flag"},
+		{"stopped before any check", Finish(Run{Check: "go test ./...", Error: ErrAuthRequired, AuthReason: AuthMissingKey, Message: "no key"}, nil),
+			"authentication required (missing_key) · goal not met · ungrounded: check not run · 0 iterations · conclusion action_required · no key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			validate(t, Encode(tc.doc))
