@@ -21,7 +21,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal"
 	"github.com/goalrun/goalrun/report"
-	ghsink "github.com/goalrun/goalrun/report/github"
+	"github.com/goalrun/goalrun/report/ghreport"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -93,7 +93,7 @@ var actionEnviron = os.Environ
 func actionCmd(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) int {
 	env, names, inputsErr := compositeInputs(env)
 	getenv := func(k string) string { v, _ := env(k); return v }
-	log := ghsink.NewLog(stdout)
+	log := ghreport.NewLog(stdout)
 	defer log.Close()
 	a := githubactions.New(githubactions.WithGetenv(getenv), githubactions.WithWriter(log.Commands()))
 	act := &action{ctx: ctx, env: env, getenv: getenv, log: log, gha: a, inputNames: names}
@@ -162,14 +162,14 @@ type action struct {
 	ctx    context.Context
 	env    lookupEnv
 	getenv func(string) string
-	log    *ghsink.Log
+	log    *ghreport.Log
 	gha    *githubactions.Action
 
 	// inputNames are the INPUT_* names of a composite action's inputs
 	// (compositeInputs); nil when the inputs are INPUT_* variables.
 	inputNames []string
 
-	ev *ghsink.Event
+	ev *ghreport.Event
 	// client makes the writes (check run, comments, fix pull request); nil
 	// when there is no token or it is read-only (a fork's pull request).
 	// reader is the same client for reads, kept in the read-only case.
@@ -182,7 +182,7 @@ type action struct {
 	diffRoot string
 	// requester is who asked by comment, and what; ackID the "working on
 	// it" reply that becomes the report (0 when none).
-	requester *ghsink.Requester
+	requester *ghreport.Requester
 	ackID     int64
 	// notices are shown above the report in the job summary as notes.
 	notices []string
@@ -221,14 +221,14 @@ func checkSlug(name string) string {
 	if name == "" || name == defaultCheckName {
 		return "goalrun-verdict"
 	}
-	return ghsink.Slug(name)
+	return ghreport.Slug(name)
 }
 
 // report issues err from a publisher as a warning, or as an error when it
 // left the check run in_progress (a required check would block the merge):
 // then the step fails too (see stuckExit).
 func (a *action) report(err error) {
-	if !errors.Is(err, ghsink.ErrLeftInProgress) {
+	if !errors.Is(err, ghreport.ErrLeftInProgress) {
 		a.warn("%v", err)
 		return
 	}
@@ -256,7 +256,7 @@ func (a *action) warn(format string, args ...any) {
 }
 
 func (a *action) run() int {
-	probs := ghsink.CheckFileCommands(a.getenv)
+	probs := ghreport.CheckFileCommands(a.getenv)
 	for name, err := range probs {
 		a.gha.Warningf("%v: the %s will not be written", err, map[string]string{
 			"GITHUB_OUTPUT": "step outputs", "GITHUB_STEP_SUMMARY": "job summary"}[name])
@@ -264,7 +264,7 @@ func (a *action) run() int {
 	a.outputs, a.summary = probs["GITHUB_OUTPUT"] == nil, probs["GITHUB_STEP_SUMMARY"] == nil
 
 	token := a.input("github-token")
-	ghsink.Mask(a.gha, token)
+	ghreport.Mask(a.gha, token)
 	a.docPath, a.docShown = documentPath(a.getenv, a.checkName())
 
 	if job := a.getenv("GITHUB_JOB"); job != "" && a.checkName() == job {
@@ -282,7 +282,7 @@ func (a *action) run() int {
 	ev.Ref = a.getenv("GITHUB_REF")
 	a.ev = ev
 	if token != "" {
-		c, err := ghsink.NewClient(a.getenv("GITHUB_API_URL"), token, nil)
+		c, err := ghreport.NewClient(a.getenv("GITHUB_API_URL"), token, nil)
 		if err != nil {
 			return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error()))
 		}
@@ -302,10 +302,10 @@ func (a *action) run() int {
 	// Comment commands: /goalrun from someone with write access, or nothing.
 	prompt := a.input("prompt")
 	if ev.Comment != nil {
-		trig := ghsink.Trigger{Phrase: a.input("trigger-phrase"), AllowedBots: splitItems(a.input("allowed-bots"))}
+		trig := ghreport.Trigger{Phrase: a.input("trigger-phrase"), AllowedBots: splitItems(a.input("allowed-bots"))}
 		if a.reader != nil {
 			trig.Permission = func(login string) (string, error) {
-				return ghsink.CollaboratorPermission(a.ctx, a.reader, ev.Owner, ev.Repo, login, ghsink.Retry{Attempts: 3, MaxWait: 10 * time.Second})
+				return ghreport.CollaboratorPermission(a.ctx, a.reader, ev.Owner, ev.Repo, login, ghreport.Retry{Attempts: 3, MaxWait: 10 * time.Second})
 			}
 		}
 		d := trig.Decide(ev)
@@ -327,7 +327,7 @@ func (a *action) run() int {
 		}
 		a.acknowledge(d.Prompt)
 	}
-	if ev.Name == ghsink.EventIssueComment && ev.IsPullRequest && a.reader != nil {
+	if ev.Name == ghreport.EventIssueComment && ev.IsPullRequest && a.reader != nil {
 		a.readPull(ev.Number)
 	}
 	// Which commit the workspace holds, read before the agent runs, and so
@@ -357,7 +357,7 @@ func (a *action) run() int {
 		return a.startupFailure(report.StartupError(report.ErrBadInput, err.Error(),
 			"Keep working-directory, config and the config file's workdir inside the repository checkout, without symbolic links that lead out of it."))
 	}
-	ghsink.Mask(a.gha, secretValues(cfg.secrets)...)
+	ghreport.Mask(a.gha, secretValues(cfg.secrets)...)
 	if se := actionImageProblem(cfg, a.getenv("PATH"), isExecutableFile); se != nil {
 		return a.startupFailure(report.StartupError(se.code, se.message, se.suggestions...))
 	}
@@ -388,13 +388,13 @@ func (a *action) run() int {
 // in_progress. Otherwise publish completed it, or tried to and warned; a
 // failed completion is left alone (GitHub may have applied it), never
 // turned into "cancelled".
-func (a *action) cancelInterrupted(check *ghsink.CheckRun) {
+func (a *action) cancelInterrupted(check *ghreport.CheckRun) {
 	if check == nil || a.ctx.Err() == nil {
 		return
 	}
 	check.FallbackWait = interruptFallbackWait
 	if err := check.Cancel(a.publishContext()); err != nil {
-		if errors.Is(err, ghsink.ErrLeftInProgress) {
+		if errors.Is(err, ghreport.ErrLeftInProgress) {
 			a.gha.Errorf("%v", err)
 		} else {
 			a.gha.Warningf("%v", err)
@@ -405,19 +405,19 @@ func (a *action) cancelInterrupted(check *ghsink.CheckRun) {
 // refuse answers a /goalrun comment whose author may not start a run: a
 // new comment (never the sticky report's, whose marker it does not carry),
 // or with comment: off only a notice in the log and the job summary.
-func (a *action) refuse(d ghsink.Decision) {
+func (a *action) refuse(d ghreport.Decision) {
 	a.gha.Noticef("goalrun did not start: %s", d.Reason)
-	mode := firstNonEmpty(a.input("comment"), ghsink.CommentSticky)
+	mode := firstNonEmpty(a.input("comment"), ghreport.CommentSticky)
 	switch {
-	case mode == ghsink.CommentOff:
+	case mode == ghreport.CommentOff:
 		if a.summary {
-			s := &ghsink.StepSummary{Path: a.getenv("GITHUB_STEP_SUMMARY")}
+			s := &ghreport.StepSummary{Path: a.getenv("GITHUB_STEP_SUMMARY")}
 			if err := s.Notice("goalrun did not start: " + d.Reason + " (comment: off, so no reply was posted)"); err != nil {
 				a.gha.Warningf("%v", err)
 			}
 		}
 	case a.client != nil && a.ev.Number != 0:
-		if err := a.comment(ghsink.CommentNew).Say(a.publishContext(), ghsink.RefusalMessage(d, a.ev.Comment.Login)); err != nil {
+		if err := a.comment(ghreport.CommentNew).Say(a.publishContext(), ghreport.RefusalMessage(d, a.ev.Comment.Login)); err != nil {
 			a.gha.Warningf("could not reply to the comment: %v", err)
 		}
 	}
@@ -450,7 +450,7 @@ func (a *action) checkInputs() error {
 		return fmt.Errorf("unknown input(s): %s (goalrun's inputs are listed in action.yml)", strings.Join(unknown, ", "))
 	}
 	switch c := a.input("comment"); c {
-	case "", ghsink.CommentOff, ghsink.CommentSticky, ghsink.CommentNew:
+	case "", ghreport.CommentOff, ghreport.CommentSticky, ghreport.CommentNew:
 	default:
 		return fmt.Errorf("input comment: %q is not off, sticky or new", c)
 	}
@@ -511,7 +511,7 @@ func refNameProblem(prefix string) string {
 }
 
 // event reads the workflow's event.
-func (a *action) event() (*ghsink.Event, error) {
+func (a *action) event() (*ghreport.Event, error) {
 	name := a.getenv("GITHUB_EVENT_NAME")
 	if name == "" {
 		return nil, errors.New("GITHUB_EVENT_NAME is not set: goalrun action must run in a GitHub Actions job")
@@ -524,7 +524,7 @@ func (a *action) event() (*ghsink.Event, error) {
 		}
 		payload = b
 	}
-	return ghsink.ParseEvent(name, payload, a.getenv("GITHUB_REPOSITORY"), a.getenv("GITHUB_SHA"))
+	return ghreport.ParseEvent(name, payload, a.getenv("GITHUB_REPOSITORY"), a.getenv("GITHUB_SHA"))
 }
 
 // readPull reads pull request n through the API (issue_comment payloads
@@ -532,14 +532,14 @@ func (a *action) event() (*ghsink.Event, error) {
 // reason is kept for the warnings that depend on it.
 func (a *action) readPull(n int) {
 	var pr *gh.PullRequest
-	err := ghsink.Retry{}.Do(a.ctx, func(ctx context.Context) error {
+	err := ghreport.Retry{}.Do(a.ctx, func(ctx context.Context) error {
 		var err error
 		pr, _, err = a.reader.PullRequests.Get(ctx, a.ev.Owner, a.ev.Repo, n)
 		return err
 	})
 	if err != nil {
 		a.headProblem = fmt.Sprintf("pull request #%d could not be read", n)
-		a.warn("could not read pull request #%d, whose head commit the check run belongs to: %s", n, ghsink.APIErrorText(err))
+		a.warn("could not read pull request #%d, whose head commit the check run belongs to: %s", n, ghreport.APIErrorText(err))
 		return
 	}
 	a.ev.SetPull(pr)
@@ -675,7 +675,7 @@ func insideFolder(what, place, root, v string) (string, error) {
 }
 
 // prConfigAllowed are the settings a config file may supply on an event
-// that may run on a pull request's code (ghsink.Event.PullRequestCode:
+// that may run on a pull request's code (ghreport.Event.PullRequestCode:
 // pull_request*, a comment or review on a pull request, a workflow_run or
 // check suite started by one, merge_group), where the checkout — and so the
 // file — may be the pull request author's: what to do, never how it is
@@ -777,23 +777,23 @@ func (a *action) publishContext() context.Context {
 }
 
 // retry is the retry policy for publishing: shorter after an interruption.
-func (a *action) retry() ghsink.Retry {
+func (a *action) retry() ghreport.Retry {
 	if a.ctx.Err() != nil {
-		return ghsink.Retry{Attempts: 2, MaxWait: time.Second}
+		return ghreport.Retry{Attempts: 2, MaxWait: time.Second}
 	}
-	return ghsink.Retry{}
+	return ghreport.Retry{}
 }
 
 // checkRun creates the live check run, or returns nil when there is no
 // token or commit. A failure to create it is a warning.
-func (a *action) checkRun(maxIter int) *ghsink.CheckRun {
+func (a *action) checkRun(maxIter int) *ghreport.CheckRun {
 	if a.client == nil {
 		return nil
 	}
 	if a.checkSHA == "" {
 		return nil // placeCheck said why
 	}
-	c := &ghsink.CheckRun{
+	c := &ghreport.CheckRun{
 		Client: a.client, Owner: a.ev.Owner, Repo: a.ev.Repo,
 		Name: a.checkName(), HeadSHA: a.checkSHA,
 		DetailsURL: runURL(a.getenv), MaxIterations: maxIter, Retry: a.retry(),
@@ -809,7 +809,7 @@ func (a *action) checkRun(maxIter int) *ghsink.CheckRun {
 // runURL is the workflow run's page, for the check run's details link.
 // compareURL is the web page that opens a pull request from branch into
 // base ("" when GITHUB_SERVER_URL is unset).
-func compareURL(getenv func(string) string, ev *ghsink.Event, base, branch string) string {
+func compareURL(getenv func(string) string, ev *ghreport.Event, base, branch string) string {
 	server := getenv("GITHUB_SERVER_URL")
 	if server == "" || ev.Owner == "" || ev.Repo == "" {
 		return ""
@@ -832,8 +832,8 @@ func runURL(getenv func(string) string) string {
 	return fmt.Sprintf("%s/%s/actions/runs/%s", server, repo, id)
 }
 
-func (a *action) comment(mode string) *ghsink.Comment {
-	return &ghsink.Comment{Client: a.client, Owner: a.ev.Owner, Repo: a.ev.Repo, Number: a.ev.Number,
+func (a *action) comment(mode string) *ghreport.Comment {
+	return &ghreport.Comment{Client: a.client, Owner: a.ev.Owner, Repo: a.ev.Repo, Number: a.ev.Number,
 		Mode: mode, Key: a.checkName(), Retry: a.retry()}
 }
 
@@ -841,34 +841,34 @@ func (a *action) comment(mode string) *ghsink.Comment {
 // comment written by goalrun's own identity: the check run's app
 // ("github-actions[bot]" for a GITHUB_TOKEN), else GET /user's login (a
 // personal access token), else github-actions[bot].
-func (a *action) stickyComment(ctx context.Context, mode string, check *ghsink.CheckRun) *ghsink.Comment {
+func (a *action) stickyComment(ctx context.Context, mode string, check *ghreport.CheckRun) *ghreport.Comment {
 	c := a.comment(mode)
-	if mode == ghsink.CommentSticky {
+	if mode == ghreport.CommentSticky {
 		slug := ""
 		if check != nil {
 			slug = check.AppSlug()
 		}
-		c.Author = ghsink.Identity(ctx, a.client, slug, ghsink.Retry{Attempts: 2, MaxWait: 5 * time.Second})
+		c.Author = ghreport.Identity(ctx, a.client, slug, ghreport.Retry{Attempts: 2, MaxWait: 5 * time.Second})
 	}
 	return c
 }
 
 // publish sends doc everywhere. Failures are warnings; none changes the
 // exit code.
-func (a *action) publish(doc report.Document, check *ghsink.CheckRun) {
+func (a *action) publish(doc report.Document, check *ghreport.CheckRun) {
 	ctx := a.publishContext()
 	rc := a.reportContext()
 	// The fix pull request first: the other reports link it.
-	var fix *ghsink.FixPR
+	var fix *ghreport.FixPR
 	if open, _ := strconv.ParseBool(a.input("open-pr")); open {
 		rc.OpenPR = true
 		if a.client != nil {
 			fix = a.fixPR()
 			own := *rc
 			own.InFixPR = true
-			fix.Render = own.Render(ghsink.PullBodyBytes-4096, false)
+			fix.Render = own.Render(ghreport.PullBodyBytes-4096, false)
 			if fix.Skipped == "" {
-				for _, err := range ghsink.Publish(ctx, doc, fix) {
+				for _, err := range ghreport.Publish(ctx, doc, fix) {
 					a.report(err)
 				}
 			}
@@ -882,12 +882,12 @@ func (a *action) publish(doc report.Document, check *ghsink.CheckRun) {
 			}
 		}
 	}
-	var pubs []ghsink.Publisher
+	var pubs []ghreport.Publisher
 	if check != nil {
 		if a.ctx.Err() != nil {
 			check.FallbackWait = interruptFallbackWait
 		}
-		check.Render = rc.Render(ghsink.CheckSummaryBytes, false)
+		check.Render = rc.Render(ghreport.CheckSummaryBytes, false)
 		if why := a.changeNotOnCommit(doc); why != "" {
 			check.ChangeNotOnCommit = why
 			if doc.Conclusion == report.ConclusionSuccess || doc.Conclusion == report.ConclusionNeutral {
@@ -896,15 +896,15 @@ func (a *action) publish(doc report.Document, check *ghsink.CheckRun) {
 		}
 		pubs = append(pubs, check)
 	}
-	mode := firstNonEmpty(a.input("comment"), ghsink.CommentSticky)
-	var comment *ghsink.Comment
-	if a.client != nil && a.ev.Number != 0 && (mode != ghsink.CommentOff || a.ackID != 0) {
+	mode := firstNonEmpty(a.input("comment"), ghreport.CommentSticky)
+	var comment *ghreport.Comment
+	if a.client != nil && a.ev.Number != 0 && (mode != ghreport.CommentOff || a.ackID != 0) {
 		comment = a.stickyComment(ctx, mode, check)
 		comment.ID = a.ackID // a /goalrun trigger's own comment becomes its report
-		comment.Render = rc.Render(ghsink.CommentBodyBytes-256, false)
+		comment.Render = rc.Render(ghreport.CommentBodyBytes-256, false)
 		pubs = append(pubs, comment)
 	}
-	for _, err := range ghsink.Publish(ctx, doc, pubs...) {
+	for _, err := range ghreport.Publish(ctx, doc, pubs...) {
 		a.report(err)
 	}
 	if comment != nil {
@@ -928,20 +928,20 @@ func (a *action) publish(doc report.Document, check *ghsink.CheckRun) {
 		}
 	}
 	if a.summary {
-		s := &ghsink.StepSummary{Path: a.getenv("GITHUB_STEP_SUMMARY"), Notes: a.notes, Notices: a.notices,
-			Render: rc.Render(ghsink.StepSummaryBytes/2, true)}
+		s := &ghreport.StepSummary{Path: a.getenv("GITHUB_STEP_SUMMARY"), Notes: a.notes, Notices: a.notices,
+			Render: rc.Render(ghreport.StepSummaryBytes/2, true)}
 		if err := s.Publish(ctx, doc); err != nil {
 			a.gha.Warningf("%v", err)
 		}
 	}
-	a.writeOutputs(ghsink.OutputValues(doc, a.docShown, prURL))
+	a.writeOutputs(ghreport.OutputValues(doc, a.docShown, prURL))
 	fmt.Fprintf(a.log.Untrusted(), "goalrun: %s\ndocument: %s\n", report.Headline(doc), a.docShown)
 }
 
 // reportContext is what the reports say beyond the document: the job run,
 // who asked (comment runs), the agent's changes in detail.
-func (a *action) reportContext() *ghsink.ReportContext {
-	rc := &ghsink.ReportContext{RunURL: runURL(a.getenv), Requester: a.requester, Fork: a.ev != nil && a.ev.Fork}
+func (a *action) reportContext() *ghreport.ReportContext {
+	rc := &ghreport.ReportContext{RunURL: runURL(a.getenv), Requester: a.requester, Fork: a.ev != nil && a.ev.Fork}
 	if d := a.diff; d != nil {
 		rel, err := filepath.Rel(a.workspaceRoot(), a.diffRoot)
 		prefix := ""
@@ -949,7 +949,7 @@ func (a *action) reportContext() *ghsink.ReportContext {
 			prefix = filepath.ToSlash(rel) + "/"
 		}
 		for _, f := range d.Files {
-			rc.Files = append(rc.Files, ghsink.FileStat{Path: prefix + f.Path, Status: f.Status,
+			rc.Files = append(rc.Files, ghreport.FileStat{Path: prefix + f.Path, Status: f.Status,
 				Insertions: f.Insertions, Deletions: f.Deletions, Binary: f.Binary})
 		}
 		rc.Patch, rc.PatchCut = d.Patch, d.PatchCut
@@ -963,17 +963,17 @@ func (a *action) reportContext() *ghsink.ReportContext {
 // warnings: the run goes on.
 func (a *action) acknowledge(prompt string) {
 	c := a.ev.Comment
-	a.requester = &ghsink.Requester{Login: c.Login, Prompt: prompt, CommentURL: c.URL}
+	a.requester = &ghreport.Requester{Login: c.Login, Prompt: prompt, CommentURL: c.URL}
 	if a.client == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
 	defer cancel()
-	retry := ghsink.Retry{Attempts: 3, MaxWait: 5 * time.Second}
-	if err := ghsink.React(ctx, a.client, a.ev, "eyes", retry); err != nil {
+	retry := ghreport.Retry{Attempts: 3, MaxWait: 5 * time.Second}
+	if err := ghreport.React(ctx, a.client, a.ev, "eyes", retry); err != nil {
 		a.warn("%v", err)
 	}
-	if firstNonEmpty(a.input("comment"), ghsink.CommentSticky) == ghsink.CommentOff || a.ev.Number == 0 {
+	if firstNonEmpty(a.input("comment"), ghreport.CommentSticky) == ghreport.CommentOff || a.ev.Number == 0 {
 		return
 	}
 	what := "the workflow's task"
@@ -985,7 +985,7 @@ func (a *action) acknowledge(prompt string) {
 		body += " Follow it in the [job run](" + u + ")."
 	}
 	body += " This comment becomes the report when the run ends."
-	cm := a.comment(ghsink.CommentNew)
+	cm := a.comment(ghreport.CommentNew)
 	cm.Retry = retry
 	if err := cm.Say(ctx, body); err != nil {
 		a.warn("could not post the \"working on it\" reply: %v", err)
@@ -1012,11 +1012,11 @@ const reportPatchBytes = 512 << 10
 // request's base instead. Skipped is set when it cannot be made (a fork's
 // head branch, the agent's changes or the tested commit unknown, a pull
 // request whose code was not checked out).
-func (a *action) fixPR() *ghsink.FixPR {
+func (a *action) fixPR() *ghreport.FixPR {
 	name := a.checkName()
 	prefix := firstNonEmpty(a.input("pr-branch-prefix"), "goalrun")
 	ev, t := a.ev, a.tested
-	fix := &ghsink.FixPR{
+	fix := &ghreport.FixPR{
 		Client: a.client, Owner: ev.Owner, Repo: ev.Repo,
 		Workspace: a.workspaceRoot(), BaseSHA: t.sha, CheckoutSHA: t.sha,
 		Branch: prefix + "/" + checkSlug(name),
@@ -1078,7 +1078,7 @@ func refBranch(ref string) string {
 
 // changedPaths returns the agent's changed paths relative to the
 // workspace root (the fix commit's paths).
-func (a *action) changedPaths() ([]ghsink.ChangedPath, error) {
+func (a *action) changedPaths() ([]ghreport.ChangedPath, error) {
 	if a.diff == nil {
 		return nil, errors.New("the agent's changes are not known in detail, so none are committed")
 	}
@@ -1086,13 +1086,13 @@ func (a *action) changedPaths() ([]ghsink.ChangedPath, error) {
 	if err != nil || escapes(rel) {
 		return nil, fmt.Errorf("the changes were tracked in %s, outside the repository checkout %s", a.diffRoot, a.workspaceRoot())
 	}
-	out := []ghsink.ChangedPath{}
+	out := []ghreport.ChangedPath{}
 	for _, f := range a.diff.Files {
 		p := f.Path
 		if rel != "." {
 			p = filepath.ToSlash(rel) + "/" + p
 		}
-		out = append(out, ghsink.ChangedPath{Path: p, Deleted: f.Status == goal.StatusDeleted})
+		out = append(out, ghreport.ChangedPath{Path: p, Deleted: f.Status == goal.StatusDeleted})
 	}
 	return out, nil
 }
@@ -1101,14 +1101,14 @@ func (a *action) writeOutputs(values map[string]string) {
 	if !a.outputs {
 		return
 	}
-	if err := (ghsink.OutputsFile{Action: a.gha}).SetAll(values); err != nil {
+	if err := (ghreport.OutputsFile{Action: a.gha}).SetAll(values); err != nil {
 		a.gha.Warningf("%v", err)
 	}
 }
 
 // writeSkipped sets the outputs of a comment event that started nothing.
 func (a *action) writeSkipped() {
-	v := ghsink.OutputValues(report.Document{}, "", "")
+	v := ghreport.OutputValues(report.Document{}, "", "")
 	v["status"] = "skipped"
 	a.writeOutputs(v)
 }
@@ -1122,12 +1122,12 @@ func (a *action) startupFailure(doc report.Document) int {
 	if err := os.WriteFile(a.docPath, append(report.Encode(doc), '\n'), 0o644); err != nil {
 		a.gha.Warningf("could not write the document %s: %v", a.docPath, err)
 	}
-	var check *ghsink.CheckRun
+	var check *ghreport.CheckRun
 	if a.ev != nil && a.client != nil && a.checkSHA != "" {
 		check = a.checkRun(0)
 	}
 	if a.ev == nil {
-		a.ev = &ghsink.Event{}
+		a.ev = &ghreport.Event{}
 	}
 	a.publish(doc, check)
 	return a.stuckExit(exitCodeFor(doc))

@@ -20,7 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 )
 
 // requireDocker skips (or, with GOALRUN_REQUIRE_DOCKER=1, fails) when no
@@ -234,7 +234,7 @@ func TestActMinimalWorkflow(t *testing.T) {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
-	payload, err := os.ReadFile(filepath.Join("..", "..", "report", "github", "testdata", "events", "pull_request.opened.json"))
+	payload, err := os.ReadFile(filepath.Join("..", "..", "report", "ghreport", "testdata", "events", "pull_request.opened.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

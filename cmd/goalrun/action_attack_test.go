@@ -9,8 +9,8 @@ import (
 
 	"github.com/sethvargo/go-githubactions"
 
-	ghsink "github.com/goalrun/goalrun/report/github"
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 )
 
 // linkedWorkspace makes a workspace whose checkout holds symbolic links, as
@@ -206,7 +206,7 @@ func TestActionRefusal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := githubtest.NewServer(t, "octo-org/demo")
 			sha := seedDemo(t, srv)
-			reportID := srv.AddBotComment(21, ghsink.DefaultAuthor, ghsink.Marker("goalrun")+"\n### ✅ goal met — the last report")
+			reportID := srv.AddBotComment(21, ghreport.DefaultAuthor, ghreport.Marker("goalrun")+"\n### ✅ goal met — the last report")
 			r := newRunner(t, srv, "issue_comment", "issue_comment.issue.created.json", nil,
 				map[string]string{"agent": "command", "agent-bin": "touch AGENT_RAN", "until": "true", "sandbox": "local", "comment": tc.comment})
 			r.env["GITHUB_SHA"] = sha
@@ -279,7 +279,7 @@ func TestActionCompletionFailure(t *testing.T) {
 func TestActionStickyIdentity(t *testing.T) {
 	srv := githubtest.NewServer(t, "octo-org/demo")
 	head := seedDemo(t, srv)
-	other := srv.AddBotComment(17, "other-app[bot]", ghsink.Marker("goalrun")+"\nnot goalrun's")
+	other := srv.AddBotComment(17, "other-app[bot]", ghreport.Marker("goalrun")+"\nnot goalrun's")
 	r := newRunner(t, srv, "pull_request", "pull_request.opened.json", setHead(head),
 		map[string]string{"agent": "command", "agent-bin": "touch fixed", "until": "test -f fixed", "sandbox": "local", "prompt": "x"})
 	for i := 0; i < 2; i++ {
@@ -292,7 +292,7 @@ func TestActionStickyIdentity(t *testing.T) {
 	if len(cs) != 2 || cs[0].ID != other || cs[0].Edits != 0 {
 		t.Fatalf("comments = %+v, want other-app's untouched and one of goalrun's", cs)
 	}
-	if cs[1].Login != ghsink.DefaultAuthor || cs[1].Edits != 1 {
+	if cs[1].Login != ghreport.DefaultAuthor || cs[1].Edits != 1 {
 		t.Errorf("goalrun's comment = %+v, want github-actions[bot]'s, edited by the second run", cs[1])
 	}
 	if n := len(srv.RequestsFor("users/get-authenticated")); n != 0 {

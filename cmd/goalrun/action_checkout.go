@@ -6,11 +6,11 @@ import (
 
 	"github.com/goalrun/goalrun/goal"
 	"github.com/goalrun/goalrun/report"
-	ghsink "github.com/goalrun/goalrun/report/github"
+	"github.com/goalrun/goalrun/report/ghreport"
 )
 
 // tested is the commit the workspace holds, read from its git metadata
-// before the agent runs (ghsink.ReadCheckout: git never runs in the tree),
+// before the agent runs (ghreport.ReadCheckout: git never runs in the tree),
 // and what follows from it for the check run.
 type tested struct {
 	// sha is the commit; "" when it cannot be told (why says so).
@@ -39,11 +39,11 @@ func short(sha string) string {
 // readTested reads which commit the workspace holds; called before the
 // agent runs (in the local sandbox it could rewrite .git).
 func (a *action) readTested() {
-	co, err := ghsink.ReadCheckout(a.workspaceRoot())
+	co, err := ghreport.ReadCheckout(a.workspaceRoot())
 	switch {
-	case errors.Is(err, ghsink.ErrNoGit) && a.ev.SHA == "":
+	case errors.Is(err, ghreport.ErrNoGit) && a.ev.SHA == "":
 		a.tested = tested{why: "the workspace has no .git and GITHUB_SHA is unset"}
-	case errors.Is(err, ghsink.ErrNoGit):
+	case errors.Is(err, ghreport.ErrNoGit):
 		a.tested = tested{sha: a.ev.SHA, assumed: true}
 		if a.ev.SHA != "" {
 			a.gha.Noticef("the workspace %s has no .git, so goalrun cannot read which commit it holds; it takes GITHUB_SHA %s, what actions/checkout checks out by default", a.workspaceRoot(), short(a.ev.SHA))
@@ -56,7 +56,7 @@ func (a *action) readTested() {
 	}
 	if a.ev.SHA != "" && a.tested.sha == a.ev.SHA {
 		switch a.ev.Name {
-		case ghsink.EventPullRequest, ghsink.EventPullRequestReview, ghsink.EventPullRequestReviewComment:
+		case ghreport.EventPullRequest, ghreport.EventPullRequestReview, ghreport.EventPullRequestReviewComment:
 			// GITHUB_SHA is GitHub's merge commit of the pull request into
 			// its base on these events.
 			a.tested.merge = a.ev.HeadSHA != "" && a.ev.HeadSHA != a.ev.SHA
@@ -98,7 +98,7 @@ func (a *action) placeCheck() {
 	case ev.IsPullRequest:
 		hint := "check out the pull request's head commit"
 		switch {
-		case ev.Name == ghsink.EventPullRequestTarget:
+		case ev.Name == ghreport.EventPullRequestTarget:
 			hint = "pull_request_target checks out the base branch by default: give actions/checkout ref: ${{ github.event.pull_request.head.sha }}"
 		case ev.Comment != nil:
 			hint = fmt.Sprintf("check out refs/pull/%d/head; if it was, the head moved on after the checkout", ev.Number)
@@ -154,7 +154,7 @@ func (a *action) committableChanges(doc report.Document) int {
 			added = append(added, paths[i].Path)
 		}
 	}
-	ignored, err := ghsink.IgnoredPaths(a.workspaceRoot(), added)
+	ignored, err := ghreport.IgnoredPaths(a.workspaceRoot(), added)
 	if err != nil {
 		return len(paths)
 	}

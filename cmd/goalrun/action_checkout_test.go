@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 )
 
 // TestActionFixPRLeavesIgnoredOut: the agent ran the tests and built things

@@ -11,7 +11,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 	"github.com/goalrun/goalrun/report/reporttest"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/rhysd/actionlint"
 	"gopkg.in/yaml.v3"
 
-	ghsink "github.com/goalrun/goalrun/report/github"
+	"github.com/goalrun/goalrun/report/ghreport"
 )
 
 var updateReadme = flag.Bool("update-readme", false, "rewrite README.md's generated blocks: the minimal workflow and the action's tables")
@@ -145,8 +145,8 @@ func TestActionMetadataInSync(t *testing.T) {
 	for _, o := range outputs {
 		ymlOut = append(ymlOut, o.name)
 	}
-	if strings.Join(ghsink.Outputs, ",") != strings.Join(ymlOut, ",") {
-		t.Errorf("outputs differ:\n action.yml:        %v\n report/github code: %v", ymlOut, ghsink.Outputs)
+	if strings.Join(ghreport.Outputs, ",") != strings.Join(ymlOut, ",") {
+		t.Errorf("outputs differ:\n action.yml:        %v\n report/ghreport code: %v", ymlOut, ghreport.Outputs)
 	}
 	for _, want := range []string{
 		"agent", "prompt", "prompt-file", "until", "infer-until", "max-iterations", "timeout-minutes", "max-cost-usd",

@@ -20,8 +20,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/goalrun/goalrun/report"
-	ghsink "github.com/goalrun/goalrun/report/github"
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 	"github.com/goalrun/goalrun/sandbox/dockertest"
@@ -81,7 +81,7 @@ func newRunner(t *testing.T, srv *githubtest.Server, event, payloadFile string, 
 	r := &runner{t: t, srv: srv, workspace: filepath.Join(tmp, "workspace"), env: map[string]string{}}
 	copyDir(t, filepath.Join("..", "..", "examples", "demo"), r.workspace)
 	var payload map[string]any
-	b, err := os.ReadFile(filepath.Join("..", "..", "report", "github", "testdata", "events", payloadFile))
+	b, err := os.ReadFile(filepath.Join("..", "..", "report", "ghreport", "testdata", "events", payloadFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestActionPullRequestEndToEnd(t *testing.T) {
 	if run.DetailsURL != "https://github.example/octo-org/demo/actions/runs/4242" {
 		t.Errorf("details_url = %q", run.DetailsURL)
 	}
-	if !strings.Contains(run.Summary, "goalrun/1 document") || len(run.Summary) > ghsink.CheckSummaryBytes {
+	if !strings.Contains(run.Summary, "goalrun/1 document") || len(run.Summary) > ghreport.CheckSummaryBytes {
 		t.Errorf("summary (%d bytes) lacks the document", len(run.Summary))
 	}
 	for _, req := range srv.Requests() {
@@ -370,7 +370,7 @@ func TestActionPullRequestEndToEnd(t *testing.T) {
 		}
 	}
 	comments := srv.Comments(17)
-	if len(comments) != 1 || !strings.HasPrefix(comments[0].Body, ghsink.Marker(defaultCheckName)) {
+	if len(comments) != 1 || !strings.HasPrefix(comments[0].Body, ghreport.Marker(defaultCheckName)) {
 		t.Errorf("comments on #17: %+v", comments)
 	}
 	// A second run on the same pull request edits the sticky comment.
@@ -507,7 +507,7 @@ func TestActionCommentTrigger(t *testing.T) {
 		}
 		c := srv.Comments(21)
 		if len(c) != 1 || !strings.Contains(c[0].Body, "@drive-by") || !strings.Contains(c[0].Body, "did not start") ||
-			strings.Contains(c[0].Body, ghsink.Marker("goalrun")) {
+			strings.Contains(c[0].Body, ghreport.Marker("goalrun")) {
 			t.Errorf("reply = %+v", c)
 		}
 		if out := r.outputs(); out["status"] != "skipped" || out["passed"] != "" || out["verified"] != "" || out["conclusion"] != "" {
@@ -573,14 +573,14 @@ func TestActionNightlyFixPR(t *testing.T) {
 		t.Fatalf("pulls = %+v, urls %v: want one pull request, opened then updated", pulls, urls)
 	}
 	p := pulls[0]
-	if p.Head != "goalrun/"+ghsink.Slug("goalrun (calc)") || p.Base != "main" || p.Edits != 1 || !strings.Contains(p.Body, "goal met") {
+	if p.Head != "goalrun/"+ghreport.Slug("goalrun (calc)") || p.Base != "main" || p.Edits != 1 || !strings.Contains(p.Body, "goal met") {
 		t.Errorf("pull = %+v", p)
 	}
-	files := srv.Files(srv.Ref("heads/goalrun/" + ghsink.Slug("goalrun (calc)")))
+	files := srv.Files(srv.Ref("heads/goalrun/" + ghreport.Slug("goalrun (calc)")))
 	if got := string(files["calc.go"].Content); !strings.Contains(got, "for i := 0; i < len(xs); i++") || strings.Contains(got, "len(xs)-1") {
 		t.Errorf("committed calc.go is not the fix:\n%s", got)
 	}
-	if parents := srv.CommitParents(srv.Ref("heads/goalrun/" + ghsink.Slug("goalrun (calc)"))); len(parents) != 1 || parents[0] != base {
+	if parents := srv.CommitParents(srv.Ref("heads/goalrun/" + ghreport.Slug("goalrun (calc)"))); len(parents) != 1 || parents[0] != base {
 		t.Errorf("fix commit parents %v, want [%s]", parents, base)
 	}
 }

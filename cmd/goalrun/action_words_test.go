@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 )
 
 // TestInputWords: run's flags become the action's inputs in advice; flags

@@ -2,7 +2,7 @@
 // github.com/yuin/goldmark's parser: which lines a reader of the rendered
 // text sees as code or as a quotation rather than as the author's prose.
 // It is the one fence rule of goalrun's claims analysis (report) and
-// comment triggers (report/github).
+// comment triggers (report/ghreport).
 package markdown
 
 import (

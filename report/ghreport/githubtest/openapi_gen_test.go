@@ -53,7 +53,7 @@ func TestOpenAPIFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the subset of %s (regenerate: go test ./report/github/githubtest -run TestOpenAPIFixture -update-openapi)", path, src)
+		t.Errorf("%s differs from the subset of %s (regenerate: go test ./report/ghreport/githubtest -run TestOpenAPIFixture -update-openapi)", path, src)
 	}
 }
 

@@ -8,7 +8,7 @@
 // report.Sink); Publish runs them all so a failing one never loses the
 // document for the others and never changes the run's verdict: its error
 // becomes a warning in the log.
-package github
+package ghreport
 
 import (
 	"encoding/json"

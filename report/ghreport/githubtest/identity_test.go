@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/google/go-github/v75/github"
+	gh "github.com/google/go-github/v75/github"
 )
 
 // TestTokenKinds: the fake answers like GitHub for each kind of token:
@@ -38,11 +38,11 @@ func TestTokenKinds(t *testing.T) {
 			if err == nil && u.GetLogin() != tc.login {
 				t.Errorf("GET /user login %q, want %q", u.GetLogin(), tc.login)
 			}
-			cm, _, err := c.Issues.CreateComment(ctx, "octo-org", "demo", 1, &github.IssueComment{Body: github.Ptr("hi")})
+			cm, _, err := c.Issues.CreateComment(ctx, "octo-org", "demo", 1, &gh.IssueComment{Body: gh.Ptr("hi")})
 			if err != nil || cm.GetUser().GetLogin() != tc.login || cm.GetUser().GetType() != tc.userType {
 				t.Errorf("comment by %q (%q), %v; want %q (%q)", cm.GetUser().GetLogin(), cm.GetUser().GetType(), err, tc.login, tc.userType)
 			}
-			run, resp, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", github.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
+			run, resp, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", gh.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
 			if tc.app == "" {
 				if resp == nil || resp.StatusCode != http.StatusForbidden {
 					t.Errorf("check run with a personal token: %v, want 403", err)
@@ -64,14 +64,14 @@ func TestFaultWhenAndBody(t *testing.T) {
 	sha := s.Seed("main", map[string]File{"a": {Content: []byte("a\n")}}, "init")
 	c := s.Client("tok")
 	s.Fail("checks/create", Fault{Status: http.StatusBadGateway, When: `"name":"bad"`})
-	if _, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", github.CreateCheckRunOptions{Name: "good", HeadSHA: sha}); err != nil {
+	if _, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", gh.CreateCheckRunOptions{Name: "good", HeadSHA: sha}); err != nil {
 		t.Errorf("a request the fault does not match failed: %v", err)
 	}
-	if _, resp, _ := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", github.CreateCheckRunOptions{Name: "bad", HeadSHA: sha}); resp == nil || resp.StatusCode != http.StatusBadGateway {
+	if _, resp, _ := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", gh.CreateCheckRunOptions{Name: "bad", HeadSHA: sha}); resp == nil || resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("the matching request was not failed: %v", resp)
 	}
 	s.Fail("checks/create", Fault{Status: http.StatusCreated, Body: `{"id": `})
-	if _, resp, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", github.CreateCheckRunOptions{Name: "x", HeadSHA: sha}); err == nil || resp == nil || resp.StatusCode != http.StatusCreated {
+	if _, resp, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", gh.CreateCheckRunOptions{Name: "x", HeadSHA: sha}); err == nil || resp == nil || resp.StatusCode != http.StatusCreated {
 		t.Errorf("cut-off 201: %v %v", resp, err)
 	}
 }

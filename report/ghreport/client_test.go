@@ -1,4 +1,4 @@
-package github
+package ghreport
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 )
 
 // TestRetryRateLimits: every shape of rate limit GitHub answers is retried

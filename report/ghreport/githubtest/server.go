@@ -42,7 +42,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-github/v75/github"
+	gh "github.com/google/go-github/v75/github"
 )
 
 // PathPrefix is the path under which the fake serves the API (GitHub
@@ -93,7 +93,7 @@ type Fault struct {
 	Message string
 	// SecondaryRateLimit makes a 403 a secondary rate limit (GitHub's
 	// message and documentation_url, which go-github turns into an
-	// *github.AbuseRateLimitError).
+	// *gh.AbuseRateLimitError).
 	SecondaryRateLimit bool
 	// RetryAfter sets the Retry-After header, in whole seconds (0 = absent).
 	RetryAfter time.Duration
@@ -217,8 +217,8 @@ func NewServer(tb testing.TB, repository string) *Server {
 // Client returns a real go-github client for the fake, authenticated with
 // token, with its BaseURL set from URL the way goalrun sets it from
 // GITHUB_API_URL.
-func (s *Server) Client(token string) *github.Client {
-	c := github.NewClient(s.srv.Client()).WithAuthToken(token)
+func (s *Server) Client(token string) *gh.Client {
+	c := gh.NewClient(s.srv.Client()).WithAuthToken(token)
 	u, _ := url.Parse(s.URL + "/")
 	c.BaseURL = u
 	return c

@@ -1,4 +1,4 @@
-package github
+package ghreport
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	gh "github.com/google/go-github/v75/github"
 
 	"github.com/goalrun/goalrun/report"
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 )
 
 // TestCheckRunCancelOnlyUnpublished: Cancel completes the run as cancelled

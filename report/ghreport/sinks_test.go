@@ -1,4 +1,4 @@
-package github
+package ghreport
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/goalrun/goalrun/report"
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 )
 
 // noWait retries without sleeping (except go-github's own secondary-limit

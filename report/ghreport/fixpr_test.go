@@ -1,4 +1,4 @@
-package github
+package ghreport
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/goalrun/goalrun/report"
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 )
 
 var baseFiles = map[string]githubtest.File{

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-github/v75/github"
+	gh "github.com/google/go-github/v75/github"
 )
 
-func newRepo(t *testing.T) (*Server, *github.Client, string) {
+func newRepo(t *testing.T) (*Server, *gh.Client, string) {
 	t.Helper()
 	s := NewServer(t, "octo-org/demo")
 	sha := s.Seed("main", map[string]File{
@@ -30,11 +30,11 @@ func newRepo(t *testing.T) (*Server, *github.Client, string) {
 }
 
 func statusOf(err error) int {
-	var er *github.ErrorResponse
+	var er *gh.ErrorResponse
 	if errors.As(err, &er) {
 		return er.Response.StatusCode
 	}
-	var ab *github.AbuseRateLimitError
+	var ab *gh.AbuseRateLimitError
 	if errors.As(err, &ab) {
 		return ab.Response.StatusCode
 	}
@@ -46,20 +46,20 @@ func TestCheckRunRequests(t *testing.T) {
 	big := strings.Repeat("é", 40000) // 40000 characters, 80000 bytes: schema-valid, over the byte limit
 	for _, tc := range []struct {
 		name    string
-		opts    github.CreateCheckRunOptions
+		opts    gh.CreateCheckRunOptions
 		status  int
 		message string // substring of the error
 	}{
-		{"in progress", github.CreateCheckRunOptions{Name: "goalrun", Status: github.Ptr("in_progress")}, 201, ""},
-		{"no status", github.CreateCheckRunOptions{Name: "goalrun"}, 201, ""},
-		{"completed needs conclusion", github.CreateCheckRunOptions{Name: "goalrun", Status: github.Ptr("completed")}, 422, "Invalid request"},
-		{"completed with conclusion", github.CreateCheckRunOptions{Name: "goalrun", Status: github.Ptr("completed"), Conclusion: github.Ptr("success")}, 201, ""},
-		{"unknown status", github.CreateCheckRunOptions{Name: "goalrun", Status: github.Ptr("running")}, 422, "Invalid request"},
-		{"stale", github.CreateCheckRunOptions{Name: "goalrun", Status: github.Ptr("completed"), Conclusion: github.Ptr("stale")}, 422, "stale"},
-		{"summary over 65535 bytes", github.CreateCheckRunOptions{Name: "goalrun", Output: &github.CheckRunOutput{Title: github.Ptr("t"), Summary: github.Ptr(big)}}, 422, "summary exceeds a maximum bytesize of 65535"},
-		{"summary at 65535 bytes", github.CreateCheckRunOptions{Name: "goalrun", Output: &github.CheckRunOutput{Title: github.Ptr("t"), Summary: github.Ptr(strings.Repeat("a", 65535))}}, 201, ""},
-		{"output without title", github.CreateCheckRunOptions{Name: "goalrun", Output: &github.CheckRunOutput{Summary: github.Ptr("s")}}, 422, "Invalid request"},
-		{"unknown head sha", github.CreateCheckRunOptions{Name: "goalrun", HeadSHA: strings.Repeat("0", 40)}, 422, "No commit found"},
+		{"in progress", gh.CreateCheckRunOptions{Name: "goalrun", Status: gh.Ptr("in_progress")}, 201, ""},
+		{"no status", gh.CreateCheckRunOptions{Name: "goalrun"}, 201, ""},
+		{"completed needs conclusion", gh.CreateCheckRunOptions{Name: "goalrun", Status: gh.Ptr("completed")}, 422, "Invalid request"},
+		{"completed with conclusion", gh.CreateCheckRunOptions{Name: "goalrun", Status: gh.Ptr("completed"), Conclusion: gh.Ptr("success")}, 201, ""},
+		{"unknown status", gh.CreateCheckRunOptions{Name: "goalrun", Status: gh.Ptr("running")}, 422, "Invalid request"},
+		{"stale", gh.CreateCheckRunOptions{Name: "goalrun", Status: gh.Ptr("completed"), Conclusion: gh.Ptr("stale")}, 422, "stale"},
+		{"summary over 65535 bytes", gh.CreateCheckRunOptions{Name: "goalrun", Output: &gh.CheckRunOutput{Title: gh.Ptr("t"), Summary: gh.Ptr(big)}}, 422, "summary exceeds a maximum bytesize of 65535"},
+		{"summary at 65535 bytes", gh.CreateCheckRunOptions{Name: "goalrun", Output: &gh.CheckRunOutput{Title: gh.Ptr("t"), Summary: gh.Ptr(strings.Repeat("a", 65535))}}, 201, ""},
+		{"output without title", gh.CreateCheckRunOptions{Name: "goalrun", Output: &gh.CheckRunOutput{Summary: gh.Ptr("s")}}, 422, "Invalid request"},
+		{"unknown head sha", gh.CreateCheckRunOptions{Name: "goalrun", HeadSHA: strings.Repeat("0", 40)}, 422, "No commit found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, c, sha := newRepo(t)
@@ -124,22 +124,22 @@ func TestValidateCheckRunRequestRaw(t *testing.T) {
 func TestCheckRunLifecycle(t *testing.T) {
 	ctx := context.Background()
 	s, c, sha := newRepo(t)
-	run, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", github.CreateCheckRunOptions{
-		Name: "goalrun", HeadSHA: sha, Status: github.Ptr("in_progress"),
-		Output: &github.CheckRunOutput{Title: github.Ptr("starting"), Summary: github.Ptr("…")},
+	run, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", gh.CreateCheckRunOptions{
+		Name: "goalrun", HeadSHA: sha, Status: gh.Ptr("in_progress"),
+		Output: &gh.CheckRunOutput{Title: gh.Ptr("starting"), Summary: gh.Ptr("…")},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Checks.UpdateCheckRun(ctx, "octo-org", "demo", run.GetID(), github.UpdateCheckRunOptions{
-		Name: "goalrun", Output: &github.CheckRunOutput{Title: github.Ptr("iteration 1/5: check failing"), Summary: github.Ptr("x")},
+	if _, _, err := c.Checks.UpdateCheckRun(ctx, "octo-org", "demo", run.GetID(), gh.UpdateCheckRunOptions{
+		Name: "goalrun", Output: &gh.CheckRunOutput{Title: gh.Ptr("iteration 1/5: check failing"), Summary: gh.Ptr("x")},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	// A conclusion alone completes the run, as on GitHub.
-	if _, _, err := c.Checks.UpdateCheckRun(ctx, "octo-org", "demo", run.GetID(), github.UpdateCheckRunOptions{
-		Name: "goalrun", Conclusion: github.Ptr("success"),
-		Output: &github.CheckRunOutput{Title: github.Ptr("goal met"), Summary: github.Ptr("done")},
+	if _, _, err := c.Checks.UpdateCheckRun(ctx, "octo-org", "demo", run.GetID(), gh.UpdateCheckRunOptions{
+		Name: "goalrun", Conclusion: gh.Ptr("success"),
+		Output: &gh.CheckRunOutput{Title: gh.Ptr("goal met"), Summary: gh.Ptr("done")},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestCheckRunLifecycle(t *testing.T) {
 	if want := "starting|iteration 1/5: check failing|goal met"; strings.Join(got.Titles, "|") != want {
 		t.Errorf("titles = %q", got.Titles)
 	}
-	if _, _, err := c.Checks.UpdateCheckRun(ctx, "octo-org", "demo", 99, github.UpdateCheckRunOptions{Name: "x"}); statusOf(err) != 404 {
+	if _, _, err := c.Checks.UpdateCheckRun(ctx, "octo-org", "demo", 99, gh.UpdateCheckRunOptions{Name: "x"}); statusOf(err) != 404 {
 		t.Errorf("update of an unknown run: %v, want 404", err)
 	}
 }
@@ -163,7 +163,7 @@ func TestFaults(t *testing.T) {
 	t.Run("forbidden", func(t *testing.T) {
 		s, c, sha := newRepo(t)
 		s.Fail("checks/create", Forbidden())
-		_, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", github.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
+		_, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", gh.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
 		if statusOf(err) != 403 || !strings.Contains(err.Error(), "Resource not accessible by integration") {
 			t.Fatalf("err = %v", err)
 		}
@@ -172,7 +172,7 @@ func TestFaults(t *testing.T) {
 		s, c, sha := newRepo(t)
 		s.Fail("checks/create", ServerError(2))
 		for i, want := range []int{502, 502, 0} {
-			_, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", github.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
+			_, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", gh.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
 			if got := statusOf(err); got != want {
 				t.Fatalf("attempt %d: status %d (%v), want %d", i, got, err, want)
 			}
@@ -182,33 +182,33 @@ func TestFaults(t *testing.T) {
 		s, c, _ := newRepo(t)
 		s.AddIssue(7)
 		s.Fail("issues/create-comment", SecondaryRateLimit(3*time.Second, 1))
-		_, _, err := c.Issues.CreateComment(ctx, "octo-org", "demo", 7, &github.IssueComment{Body: github.Ptr("hi")})
-		var ab *github.AbuseRateLimitError
+		_, _, err := c.Issues.CreateComment(ctx, "octo-org", "demo", 7, &gh.IssueComment{Body: gh.Ptr("hi")})
+		var ab *gh.AbuseRateLimitError
 		if !errors.As(err, &ab) || ab.RetryAfter == nil || *ab.RetryAfter != 3*time.Second {
 			t.Fatalf("err = %#v, want an AbuseRateLimitError with RetryAfter 3s", err)
 		}
 	})
 	t.Run("no token", func(t *testing.T) {
 		s, _, sha := newRepo(t)
-		c := github.NewClient(nil)
+		c := gh.NewClient(nil)
 		c.BaseURL, _ = url.Parse(s.URL + "/")
-		_, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", github.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
+		_, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", gh.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
 		if statusOf(err) != 401 {
 			t.Fatalf("err = %v, want 401", err)
 		}
 	})
 	t.Run("other repository", func(t *testing.T) {
 		_, c, sha := newRepo(t)
-		_, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "other", github.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
+		_, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "other", gh.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
 		if statusOf(err) != 404 {
 			t.Fatalf("err = %v, want 404", err)
 		}
 	})
 	t.Run("path prefix ignored", func(t *testing.T) {
 		s, _, sha := newRepo(t)
-		c := github.NewClient(nil).WithAuthToken("x")
+		c := gh.NewClient(nil).WithAuthToken("x")
 		c.BaseURL, _ = url.Parse(strings.TrimSuffix(s.URL, PathPrefix) + "/")
-		_, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", github.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
+		_, _, err := c.Checks.CreateCheckRun(ctx, "octo-org", "demo", gh.CreateCheckRunOptions{Name: "g", HeadSHA: sha})
 		if statusOf(err) != 404 {
 			t.Fatalf("err = %v, want 404 for a client that drops GITHUB_API_URL's path", err)
 		}
@@ -221,7 +221,7 @@ func TestCommentsPaging(t *testing.T) {
 	for i := 0; i < 75; i++ {
 		s.AddComment(12, "someone", "NONE", "comment")
 	}
-	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 30}}
+	opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 30}}
 	var seen, pages int
 	for {
 		cs, resp, err := c.Issues.ListComments(ctx, "octo-org", "demo", 12, opts)
@@ -239,14 +239,14 @@ func TestCommentsPaging(t *testing.T) {
 		t.Errorf("saw %d comments on %d pages, want 75 on 3", seen, pages)
 	}
 	// Body limit: 65536 characters.
-	if _, _, err := c.Issues.CreateComment(ctx, "octo-org", "demo", 12, &github.IssueComment{Body: github.Ptr(strings.Repeat("x", 65537))}); statusOf(err) != 422 || !strings.Contains(err.Error(), "Body is too long") {
+	if _, _, err := c.Issues.CreateComment(ctx, "octo-org", "demo", 12, &gh.IssueComment{Body: gh.Ptr(strings.Repeat("x", 65537))}); statusOf(err) != 422 || !strings.Contains(err.Error(), "Body is too long") {
 		t.Errorf("long body: %v", err)
 	}
-	cm, _, err := c.Issues.CreateComment(ctx, "octo-org", "demo", 12, &github.IssueComment{Body: github.Ptr(strings.Repeat("x", 65536))})
+	cm, _, err := c.Issues.CreateComment(ctx, "octo-org", "demo", 12, &gh.IssueComment{Body: gh.Ptr(strings.Repeat("x", 65536))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Issues.EditComment(ctx, "octo-org", "demo", cm.GetID(), &github.IssueComment{Body: github.Ptr("edited")}); err != nil {
+	if _, _, err := c.Issues.EditComment(ctx, "octo-org", "demo", cm.GetID(), &gh.IssueComment{Body: gh.Ptr("edited")}); err != nil {
 		t.Fatal(err)
 	}
 	got := s.Comments(12)
@@ -262,7 +262,7 @@ func TestGitDataAndPulls(t *testing.T) {
 	ctx := context.Background()
 	s, c, base := newRepo(t)
 	content := []byte("package calc\n\nfunc Sum(a, b int) int { return a + b }\n")
-	blob, _, err := c.Git.CreateBlob(ctx, "octo-org", "demo", github.Blob{Content: github.Ptr(string(content)), Encoding: github.Ptr("utf-8")})
+	blob, _, err := c.Git.CreateBlob(ctx, "octo-org", "demo", gh.Blob{Content: gh.Ptr(string(content)), Encoding: gh.Ptr("utf-8")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,15 +273,15 @@ func TestGitDataAndPulls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree, _, err := c.Git.CreateTree(ctx, "octo-org", "demo", baseCommit.GetTree().GetSHA(), []*github.TreeEntry{
-		{Path: github.Ptr("calc/sum.go"), Mode: github.Ptr(ModeFile), Type: github.Ptr("blob"), SHA: blob.SHA},
-		{Path: github.Ptr("go.mod"), Mode: github.Ptr(ModeFile), Type: github.Ptr("blob")}, // delete
+	tree, _, err := c.Git.CreateTree(ctx, "octo-org", "demo", baseCommit.GetTree().GetSHA(), []*gh.TreeEntry{
+		{Path: gh.Ptr("calc/sum.go"), Mode: gh.Ptr(ModeFile), Type: gh.Ptr("blob"), SHA: blob.SHA},
+		{Path: gh.Ptr("go.mod"), Mode: gh.Ptr(ModeFile), Type: gh.Ptr("blob")}, // delete
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit, _, err := c.Git.CreateCommit(ctx, "octo-org", "demo", github.Commit{
-		Message: github.Ptr("fix"), Tree: &github.Tree{SHA: tree.SHA}, Parents: []*github.Commit{{SHA: github.Ptr(base)}},
+	commit, _, err := c.Git.CreateCommit(ctx, "octo-org", "demo", gh.Commit{
+		Message: gh.Ptr("fix"), Tree: &gh.Tree{SHA: tree.SHA}, Parents: []*gh.Commit{{SHA: gh.Ptr(base)}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestGitDataAndPulls(t *testing.T) {
 	if _, _, err := c.Git.GetRef(ctx, "octo-org", "demo", "refs/heads/goalrun/fix"); statusOf(err) != 404 {
 		t.Fatalf("missing ref: %v, want 404", err)
 	}
-	if _, _, err := c.Git.CreateRef(ctx, "octo-org", "demo", github.CreateRef{Ref: "refs/heads/goalrun/fix", SHA: commit.GetSHA()}); err != nil {
+	if _, _, err := c.Git.CreateRef(ctx, "octo-org", "demo", gh.CreateRef{Ref: "refs/heads/goalrun/fix", SHA: commit.GetSHA()}); err != nil {
 		t.Fatal(err)
 	}
 	ref, _, err := c.Git.GetRef(ctx, "octo-org", "demo", "refs/heads/goalrun/fix")
@@ -308,28 +308,28 @@ func TestGitDataAndPulls(t *testing.T) {
 	}
 	// A non-fast-forward update needs force.
 	other := s.Seed("scratch", map[string]File{"x": {Content: []byte("x")}}, "unrelated")
-	if _, _, err := c.Git.UpdateRef(ctx, "octo-org", "demo", "refs/heads/goalrun/fix", github.UpdateRef{SHA: other}); statusOf(err) != 422 {
+	if _, _, err := c.Git.UpdateRef(ctx, "octo-org", "demo", "refs/heads/goalrun/fix", gh.UpdateRef{SHA: other}); statusOf(err) != 422 {
 		t.Errorf("non-fast-forward update: %v, want 422", err)
 	}
-	if _, _, err := c.Git.UpdateRef(ctx, "octo-org", "demo", "refs/heads/goalrun/fix", github.UpdateRef{SHA: other, Force: github.Ptr(true)}); err != nil {
+	if _, _, err := c.Git.UpdateRef(ctx, "octo-org", "demo", "refs/heads/goalrun/fix", gh.UpdateRef{SHA: other, Force: gh.Ptr(true)}); err != nil {
 		t.Errorf("forced update: %v", err)
 	}
 
 	// Pull requests.
-	pr, _, err := c.PullRequests.Create(ctx, "octo-org", "demo", &github.NewPullRequest{
-		Title: github.Ptr("fix"), Head: github.Ptr("goalrun/fix"), Base: github.Ptr("main"), Body: github.Ptr("report")})
+	pr, _, err := c.PullRequests.Create(ctx, "octo-org", "demo", &gh.NewPullRequest{
+		Title: gh.Ptr("fix"), Head: gh.Ptr("goalrun/fix"), Base: gh.Ptr("main"), Body: gh.Ptr("report")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.PullRequests.Create(ctx, "octo-org", "demo", &github.NewPullRequest{
-		Title: github.Ptr("fix"), Head: github.Ptr("goalrun/fix"), Base: github.Ptr("main")}); statusOf(err) != 422 || !strings.Contains(err.Error(), "already exists") {
+	if _, _, err := c.PullRequests.Create(ctx, "octo-org", "demo", &gh.NewPullRequest{
+		Title: gh.Ptr("fix"), Head: gh.Ptr("goalrun/fix"), Base: gh.Ptr("main")}); statusOf(err) != 422 || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("duplicate pull request: %v", err)
 	}
-	list, _, err := c.PullRequests.List(ctx, "octo-org", "demo", &github.PullRequestListOptions{Head: "octo-org:goalrun/fix", State: "open"})
+	list, _, err := c.PullRequests.List(ctx, "octo-org", "demo", &gh.PullRequestListOptions{Head: "octo-org:goalrun/fix", State: "open"})
 	if err != nil || len(list) != 1 || list[0].GetNumber() != pr.GetNumber() {
 		t.Fatalf("list = %v, %v", list, err)
 	}
-	if _, _, err := c.PullRequests.Edit(ctx, "octo-org", "demo", pr.GetNumber(), &github.PullRequest{Body: github.Ptr("report 2")}); err != nil {
+	if _, _, err := c.PullRequests.Edit(ctx, "octo-org", "demo", pr.GetNumber(), &gh.PullRequest{Body: gh.Ptr("report 2")}); err != nil {
 		t.Fatal(err)
 	}
 	if p := s.Pulls()[0]; p.Body != "report 2" || p.Edits != 1 {
@@ -341,17 +341,17 @@ func TestWorkflowChangesRefused(t *testing.T) {
 	ctx := context.Background()
 	s, c, base := newRepo(t)
 	bc, _, _ := c.Git.GetCommit(ctx, "octo-org", "demo", base)
-	tree, _, err := c.Git.CreateTree(ctx, "octo-org", "demo", bc.GetTree().GetSHA(), []*github.TreeEntry{
-		{Path: github.Ptr(".github/workflows/ci.yml"), Mode: github.Ptr(ModeFile), Type: github.Ptr("blob"), Content: github.Ptr("on: [push, pull_request]\n")},
+	tree, _, err := c.Git.CreateTree(ctx, "octo-org", "demo", bc.GetTree().GetSHA(), []*gh.TreeEntry{
+		{Path: gh.Ptr(".github/workflows/ci.yml"), Mode: gh.Ptr(ModeFile), Type: gh.Ptr("blob"), Content: gh.Ptr("on: [push, pull_request]\n")},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit, _, err := c.Git.CreateCommit(ctx, "octo-org", "demo", github.Commit{Message: github.Ptr("x"), Tree: &github.Tree{SHA: tree.SHA}, Parents: []*github.Commit{{SHA: github.Ptr(base)}}}, nil)
+	commit, _, err := c.Git.CreateCommit(ctx, "octo-org", "demo", gh.Commit{Message: gh.Ptr("x"), Tree: &gh.Tree{SHA: tree.SHA}, Parents: []*gh.Commit{{SHA: gh.Ptr(base)}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = c.Git.CreateRef(ctx, "octo-org", "demo", github.CreateRef{Ref: "refs/heads/evil", SHA: commit.GetSHA()})
+	_, _, err = c.Git.CreateRef(ctx, "octo-org", "demo", gh.CreateRef{Ref: "refs/heads/evil", SHA: commit.GetSHA()})
 	if statusOf(err) != 422 || !strings.Contains(err.Error(), "workflows") {
 		t.Fatalf("err = %v, want 422 about the workflows permission", err)
 	}

@@ -1,11 +1,11 @@
-package github
+package ghreport
 
 import (
 	"context"
 	"strings"
 	"testing"
 
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 )
 
 func TestTriggerDecide(t *testing.T) {

@@ -1,4 +1,4 @@
-package github
+package ghreport
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/goalrun/goalrun/report"
-	"github.com/goalrun/goalrun/report/github/githubtest"
+	"github.com/goalrun/goalrun/report/ghreport/githubtest"
 )
 
 // TestCommentStickyIdentity: sticky mode edits only a marker comment written
