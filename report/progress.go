@@ -161,12 +161,16 @@ func progressLines(ev Event, verbose bool) []string {
 		if c := str(d, "command"); c != "" { // a setup step names its command
 			b.WriteString(" `" + c + "`")
 		}
-		if e := str(d, "error"); e != "" {
+		switch e := str(d, "error"); {
+		case e != "":
 			b.WriteString(" failed: " + e)
-		} else {
+			writeSeconds(&b, d)
+		case d["reused"] == true: // the kept deps volume: nothing ran
+			b.WriteString(" reused: an earlier run prepared the same dependencies")
+		default:
 			b.WriteString(" done")
+			writeSeconds(&b, d)
 		}
-		writeSeconds(&b, d)
 		more = append(more, strList(d["notes"])...) // why it failed, on lines of their own
 	case EventSandboxReady:
 		b.WriteString("sandbox   ready")

@@ -7,7 +7,8 @@ import (
 
 // TestProgressSetupNotes: a failed setup step's notes (why goalrun's setup
 // proxy refused a host, and the fix) follow its line on lines of their
-// own, so the line's cap never cuts them; a step without notes is one line.
+// own, so the line's cap never cuts them; a step without notes is one line;
+// a step an earlier run prepared says so rather than "done (0.0s)".
 func TestProgressSetupNotes(t *testing.T) {
 	note := "goalrun's setup proxy refused proxy.golang.org:443: it resolves to 203.0.113.80 (reserved); if the registry really answers there, set GOALRUN_EGRESS_ALLOW_NETS=203.0.113.80 for goalrun (README, setup step)"
 	cases := []struct {
@@ -24,6 +25,8 @@ func TestProgressSetupNotes(t *testing.T) {
 			[]string{"prepare   setup `npm ci` failed: `npm ci` exited 1", "goalrun's setup proxy refused a:443: x"}},
 		{"no notes", map[string]any{"work": WorkSetup, "command": "go mod download", "seconds": 3.0},
 			[]string{"prepare   setup `go mod download` done (3.0s)"}},
+		{"reused from an earlier run's kept volume", map[string]any{"work": WorkSetup, "command": "go mod download", "seconds": 0.0, "reused": true},
+			[]string{"prepare   setup `go mod download` reused: an earlier run prepared the same dependencies"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
