@@ -10,6 +10,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -83,7 +84,7 @@ echo "Fixed: all tests pass."`)
 	if doc.Conclusion != report.ConclusionNeutral || !doc.Goal.Grounded || !doc.Changes.CheckModified {
 		t.Errorf("conclusion = %q (grounded %v, check_modified %v), want neutral", doc.Conclusion, doc.Goal.Grounded, doc.Changes.CheckModified)
 	}
-	if err := report.ValidateJSON(report.Encode(doc)); err != nil {
+	if err := reporttest.ValidateJSON(report.Encode(doc)); err != nil {
 		t.Error(err)
 	}
 	if allowed := report.Finish(out.ReportRun(nil, true), nil); allowed.Conclusion != report.ConclusionSuccess {
@@ -148,7 +149,7 @@ git config core.fsmonitor 'touch /tmp/goalrun-pwned' && echo "Fixed Sum."`)
 	if doc.Conclusion != report.ConclusionFailure || doc.Goal.Passed || *doc.Goal.Halt != report.HaltUnsafeChange {
 		t.Errorf("document: conclusion %q, goal %+v; want failure, unsafe_change (even with --allow-test-edits)", doc.Conclusion, *doc.Goal)
 	}
-	if err := report.ValidateJSON(report.Encode(doc)); err != nil {
+	if err := reporttest.ValidateJSON(report.Encode(doc)); err != nil {
 		t.Error(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/report/reporttest"
 )
 
 var (
@@ -63,7 +64,7 @@ func runBinary(t *testing.T, files map[string]string, args ...string) (map[strin
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	if err := report.ValidateJSON(bytes.TrimSpace(stdout.Bytes())); err != nil {
+	if err := reporttest.ValidateJSON(bytes.TrimSpace(stdout.Bytes())); err != nil {
 		t.Fatalf("stdout is not one valid goalrun/1 document: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
 	}
 	var doc map[string]any

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/goalrun/goalrun/goal/agent"
-	"github.com/goalrun/goalrun/goal/agent/agenttest"
+	"github.com/goalrun/goalrun/goal/agent/scripted"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -48,9 +48,9 @@ func TestLiveAgentJudgeClaude(t *testing.T) {
 		t.Fatal(err)
 	}
 	chWrite(t, ws, map[string]string{"README.md": "# tool\n\nUse --bar to enable bar.\n"})
-	srv := agenttest.NewAnthropic(agenttest.Script{Replies: []agenttest.Reply{
-		{Tools: []agenttest.ToolCall{{Name: "Read", Input: map[string]any{"file_path": filepath.Join(ws, "README.md")}}}},
-		{Tools: []agenttest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": filepath.Join(ws, "README.md"), "content": "--foo\n"}}}},
+	srv := scripted.NewAnthropic(scripted.Script{Replies: []scripted.Reply{
+		{Tools: []scripted.ToolCall{{Name: "Read", Input: map[string]any{"file_path": filepath.Join(ws, "README.md")}}}},
+		{Tools: []scripted.ToolCall{{Name: "Write", Input: map[string]any{"file_path": filepath.Join(ws, "README.md"), "content": "--foo\n"}}}},
 		{Text: "I read README.md.\n```json\n{\"met\": false, \"reason\": \"README.md documents --bar, not --foo\"}\n```"},
 	}})
 	defer srv.Close()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -30,7 +31,7 @@ func runJudged(t *testing.T, agentCmd, check string, judge Judge) (Outcome, map[
 		t.Fatal(err)
 	}
 	b := report.Encode(report.Finish(out.ReportRun(nil, false), nil))
-	if err := report.ValidateJSON(b); err != nil {
+	if err := reporttest.ValidateJSON(b); err != nil {
 		t.Fatalf("invalid document: %v\n%s", err, b)
 	}
 	var doc map[string]any

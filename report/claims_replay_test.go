@@ -12,6 +12,7 @@ import (
 	"github.com/goalrun/goalrun/goal"
 	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -77,7 +78,7 @@ func TestReplayedTranscriptClaims(t *testing.T) {
 
 	doc := report.Finish(out.ReportRun(nil, false), nil)
 	b := report.Encode(doc)
-	if err := report.ValidateJSON(b); err != nil {
+	if err := reporttest.ValidateJSON(b); err != nil {
 		t.Fatalf("document invalid: %v\n%s", err, b)
 	}
 	var parsed struct {

@@ -16,8 +16,8 @@
 //     is the shape for failures before any run existed.
 //   - Encode writes the document (at most DocumentBytes, eliding in the
 //     fixed order ElisionSteps when it must); Markdown renders it for GitHub.
-//     ValidateJSON (and reporttest.Validate in tests) checks a document
-//     against docs/goalrun-1.schema.json.
+//     In tests, reporttest.Validate and reporttest.ValidateJSON check a
+//     document against docs/goalrun-1.schema.json.
 //
 // Text is always processed in the same order: redact (Redactor), fold
 // one-line fields (Fold), cap (Cap, or CapTail for output tails). A cap

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/goalrun/goalrun/docs"
+	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -355,18 +356,18 @@ func TestSchemaRejects(t *testing.T) {
 			m := decode(t, tc.doc)
 			tc.edit(m)
 			b, _ := json.Marshal(m)
-			if err := ValidateJSON(b); err == nil {
+			if err := reporttest.ValidateJSON(b); err == nil {
 				t.Errorf("schema accepted: %s", b)
 			}
 		})
 	}
-	if err := ValidateJSON(append(append([]byte{}, good...), []byte(" {}")...)); err == nil {
+	if err := reporttest.ValidateJSON(append(append([]byte{}, good...), []byte(" {}")...)); err == nil {
 		t.Error("trailing data accepted")
 	}
-	if err := ValidateJSON([]byte("{\"schema\":\"goalrun/1\xff\"}")); err == nil {
+	if err := reporttest.ValidateJSON([]byte("{\"schema\":\"goalrun/1\xff\"}")); err == nil {
 		t.Error("invalid UTF-8 accepted")
 	}
-	if err := ValidateJSON(bytes.Repeat([]byte(" "), DocumentBytes+1)); err == nil || !strings.Contains(err.Error(), fmt.Sprint(DocumentBytes)) {
+	if err := reporttest.ValidateJSON(bytes.Repeat([]byte(" "), DocumentBytes+1)); err == nil || !strings.Contains(err.Error(), fmt.Sprint(DocumentBytes)) {
 		t.Errorf("oversize: %v", err)
 	}
 }
@@ -459,7 +460,7 @@ func TestEncodeKeepsGitExecutable(t *testing.T) {
 				t.Errorf("after %s: risky %q (%d omitted), git_executable %q; want %q kept", name,
 					c.Changes.RiskyPaths, c.Changes.RiskyPathsOmitted, c.Changes.GitExecutable, git)
 			}
-			if err := ValidateJSON(Encode(c)); err != nil {
+			if err := reporttest.ValidateJSON(Encode(c)); err != nil {
 				t.Error(err)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -40,11 +41,11 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// validate fails t unless doc is a valid goalrun/1 document. (reporttest
-// imports report, so the in-package tests call ValidateJSON directly.)
+// validate fails t unless doc is a valid goalrun/1 document
+// (reporttest.ValidateJSON), showing more of it than reporttest.Validate.
 func validate(t testing.TB, doc []byte) {
 	t.Helper()
-	if err := ValidateJSON(doc); err != nil {
+	if err := reporttest.ValidateJSON(doc); err != nil {
 		shown := doc
 		if len(shown) > 3000 {
 			shown = shown[:3000]

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/goalrun/goalrun/report/reporttest"
 )
 
 // hostile is agent prose that tries to break the rendering.
@@ -266,7 +268,7 @@ func TestMarkdownVerdictRules(t *testing.T) {
 					t.Errorf("markdown lacks %q:\n%s", w, md)
 				}
 			}
-			if err := ValidateJSON(Encode(c.doc)); err != nil {
+			if err := reporttest.ValidateJSON(Encode(c.doc)); err != nil {
 				t.Error(err)
 			}
 		})

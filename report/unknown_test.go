@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/goalrun/goalrun/report/reporttest"
 )
 
 // TestUnknownReceipts: a receipt whose outcome the agent's stream cannot
@@ -99,7 +101,7 @@ func TestUnknownCostAndModelEncode(t *testing.T) {
 			t.Errorf("document lacks %s: %s", want, b)
 		}
 	}
-	if err := ValidateJSON(b); err != nil {
+	if err := reporttest.ValidateJSON(b); err != nil {
 		t.Errorf("invalid goalrun/1: %v", err)
 	}
 	var back Document

@@ -37,7 +37,7 @@ import (
 	"time"
 
 	"github.com/goalrun/goalrun/goal/agent"
-	"github.com/goalrun/goalrun/goal/agent/agenttest"
+	"github.com/goalrun/goalrun/goal/agent/scripted"
 	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 	"github.com/goalrun/goalrun/sandbox/dockertest"
@@ -71,22 +71,22 @@ func TestModelGatewayOnLoopbackDockerEgress(t *testing.T) {
 	const key = "real-gateway-key"
 	cases := []struct {
 		agent, env, keyEnv string
-		server             func(agenttest.Script) *agenttest.Server
-		write              agenttest.ToolCall
+		server             func(scripted.Script) *scripted.Server
+		write              scripted.ToolCall
 		args               []string
 		model              string // model_used wanted ("" = the one the server saw)
 	}{
-		{"claude", "GOALRUN_CLAUDE_BIN", "ANTHROPIC_API_KEY", agenttest.NewAnthropic,
-			agenttest.ToolCall{Name: "Write", Input: map[string]any{"file_path": sandbox.DockerRoot + "/done.txt", "content": "ok\n"}}, nil, ""},
-		{"codex", "GOALRUN_CODEX_BIN", "OPENAI_API_KEY", agenttest.NewOpenAI,
-			agenttest.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "echo ok > done.txt"}}, []string{"--model", "gpt-agenttest"}, "gpt-agenttest"},
-		{"gemini", "GOALRUN_GEMINI_BIN", "GEMINI_API_KEY", agenttest.NewGemini,
-			agenttest.ToolCall{Name: "write_file", Input: map[string]any{"file_path": sandbox.DockerRoot + "/done.txt", "content": "ok\n"}}, nil, ""},
+		{"claude", "GOALRUN_CLAUDE_BIN", "ANTHROPIC_API_KEY", scripted.NewAnthropic,
+			scripted.ToolCall{Name: "Write", Input: map[string]any{"file_path": sandbox.DockerRoot + "/done.txt", "content": "ok\n"}}, nil, ""},
+		{"codex", "GOALRUN_CODEX_BIN", "OPENAI_API_KEY", scripted.NewOpenAI,
+			scripted.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "echo ok > done.txt"}}, []string{"--model", "gpt-agenttest"}, "gpt-agenttest"},
+		{"gemini", "GOALRUN_GEMINI_BIN", "GEMINI_API_KEY", scripted.NewGemini,
+			scripted.ToolCall{Name: "write_file", Input: map[string]any{"file_path": sandbox.DockerRoot + "/done.txt", "content": "ok\n"}}, nil, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.agent, func(t *testing.T) {
 			cli := agentCLI(t, c.agent, c.env)
-			gw := c.server(agenttest.Script{Replies: []agenttest.Reply{{Tools: []agenttest.ToolCall{c.write}}, {Text: "Wrote done.txt."}}})
+			gw := c.server(scripted.Script{Replies: []scripted.Reply{{Tools: []scripted.ToolCall{c.write}}, {Text: "Wrote done.txt."}}})
 			defer gw.Close()
 			ws := dockertest.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
 			doc := filepath.Join(t.TempDir(), "doc.json")
@@ -207,8 +207,8 @@ req $BH $BP "GET http://127.0.0.1:OTHER/ HTTP/1.1\r\nHost: 127.0.0.1:OTHER\r\nCo
 req $BH $BP "GET /../../ HTTP/1.1\r\nHost: 127.0.0.1:OTHER\r\nConnection: close\r\n\r\n" | grep -q SECRET && echo "REACHED via the base URL (Host header)" >> attempts.txt
 echo ok > done.txt`
 	script = strings.ReplaceAll(script, "OTHER", otherPort)
-	replies := []agenttest.Reply{{Tools: []agenttest.ToolCall{{Name: "Bash", Input: map[string]any{"command": script}}}}, {Text: "Tried."}}
-	gw := agenttest.NewAnthropic(agenttest.Script{Replies: replies})
+	replies := []scripted.Reply{{Tools: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": script}}}}, {Text: "Tried."}}
+	gw := scripted.NewAnthropic(scripted.Script{Replies: replies})
 	defer gw.Close()
 	// The script also aims at the gateway's own address through the
 	// forward proxy; that address is known only once the server listens,
@@ -267,8 +267,8 @@ func TestModelGatewayLocalGemini(t *testing.T) {
 	cli := agentCLI(t, "gemini", "GOALRUN_GEMINI_BIN")
 	bin := dockertest.GoalrunBinary(t)
 	ws := t.TempDir()
-	gw := agenttest.NewGemini(agenttest.Script{Replies: []agenttest.Reply{
-		{Tools: []agenttest.ToolCall{{Name: "write_file", Input: map[string]any{"file_path": filepath.Join(ws, "done.txt"), "content": "ok\n"}}}},
+	gw := scripted.NewGemini(scripted.Script{Replies: []scripted.Reply{
+		{Tools: []scripted.ToolCall{{Name: "write_file", Input: map[string]any{"file_path": filepath.Join(ws, "done.txt"), "content": "ok\n"}}}},
 		{Text: "Wrote done.txt."},
 	}})
 	defer gw.Close()
@@ -311,19 +311,19 @@ func TestRetryStormEndsTheRun(t *testing.T) {
 	bin := dockertest.GoalrunBinary(t)
 	cases := []struct {
 		agent, env, keyEnv string
-		server             func(agenttest.Script) *agenttest.Server
+		server             func(scripted.Script) *scripted.Server
 		status, limit      int
 		args               []string
 	}{
-		{"claude", "GOALRUN_CLAUDE_BIN", "ANTHROPIC_API_KEY", agenttest.NewAnthropic, 429, agent.ClaudeRetryStormLimit, nil},
-		{"codex", "GOALRUN_CODEX_BIN", "OPENAI_API_KEY", agenttest.NewOpenAI, 500, agent.CodexRetryStormLimit, []string{"--model", "gpt-agenttest"}},
-		{"gemini", "GOALRUN_GEMINI_BIN", "GEMINI_API_KEY", agenttest.NewGemini, 429, agent.GeminiRetryStormLimit, nil},
+		{"claude", "GOALRUN_CLAUDE_BIN", "ANTHROPIC_API_KEY", scripted.NewAnthropic, 429, agent.ClaudeRetryStormLimit, nil},
+		{"codex", "GOALRUN_CODEX_BIN", "OPENAI_API_KEY", scripted.NewOpenAI, 500, agent.CodexRetryStormLimit, []string{"--model", "gpt-agenttest"}},
+		{"gemini", "GOALRUN_GEMINI_BIN", "GEMINI_API_KEY", scripted.NewGemini, 429, agent.GeminiRetryStormLimit, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.agent, func(t *testing.T) {
 			t.Parallel()
 			cli := agentCLI(t, c.agent, c.env)
-			gw := c.server(agenttest.Script{Replies: []agenttest.Reply{{Status: c.status}}})
+			gw := c.server(scripted.Script{Replies: []scripted.Reply{{Status: c.status}}})
 			defer gw.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
@@ -383,20 +383,20 @@ done > attempts.txt
 echo ok > done.txt`
 	cases := []struct {
 		name, agent, env, keyEnv string
-		server                   func(agenttest.Script) *agenttest.Server
-		write                    agenttest.ToolCall
+		server                   func(scripted.Script) *scripted.Server
+		write                    scripted.ToolCall
 		args                     []string
 		https                    bool
 		attack                   bool
 	}{
-		{"claude https, the agent tries the corporate proxy", "claude", "GOALRUN_CLAUDE_BIN", "ANTHROPIC_API_KEY", agenttest.NewAnthropic,
-			agenttest.ToolCall{Name: "Bash", Input: map[string]any{"command": attack}}, nil, true, true},
-		{"codex https", "codex", "GOALRUN_CODEX_BIN", "OPENAI_API_KEY", agenttest.NewOpenAI,
-			agenttest.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "echo ok > done.txt"}}, []string{"--model", "gpt-agenttest"}, true, false},
-		{"gemini https", "gemini", "GOALRUN_GEMINI_BIN", "GEMINI_API_KEY", agenttest.NewGemini,
-			agenttest.ToolCall{Name: "write_file", Input: map[string]any{"file_path": sandbox.DockerRoot + "/done.txt", "content": "ok\n"}}, nil, true, false},
-		{"claude http", "claude", "GOALRUN_CLAUDE_BIN", "ANTHROPIC_API_KEY", agenttest.NewAnthropic,
-			agenttest.ToolCall{Name: "Write", Input: map[string]any{"file_path": sandbox.DockerRoot + "/done.txt", "content": "ok\n"}}, nil, false, false},
+		{"claude https, the agent tries the corporate proxy", "claude", "GOALRUN_CLAUDE_BIN", "ANTHROPIC_API_KEY", scripted.NewAnthropic,
+			scripted.ToolCall{Name: "Bash", Input: map[string]any{"command": attack}}, nil, true, true},
+		{"codex https", "codex", "GOALRUN_CODEX_BIN", "OPENAI_API_KEY", scripted.NewOpenAI,
+			scripted.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "echo ok > done.txt"}}, []string{"--model", "gpt-agenttest"}, true, false},
+		{"gemini https", "gemini", "GOALRUN_GEMINI_BIN", "GEMINI_API_KEY", scripted.NewGemini,
+			scripted.ToolCall{Name: "write_file", Input: map[string]any{"file_path": sandbox.DockerRoot + "/done.txt", "content": "ok\n"}}, nil, true, false},
+		{"claude http", "claude", "GOALRUN_CLAUDE_BIN", "ANTHROPIC_API_KEY", scripted.NewAnthropic,
+			scripted.ToolCall{Name: "Write", Input: map[string]any{"file_path": sandbox.DockerRoot + "/done.txt", "content": "ok\n"}}, nil, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -412,7 +412,7 @@ echo ok > done.txt`
 				s := strings.NewReplacer("CORPPORT", corpPort, "CORP", corp.Addr, "GATEWAY", "10.255.255.1:8443").Replace(attack)
 				write.Input = map[string]any{"command": s}
 			}
-			gw := c.server(agenttest.Script{Replies: []agenttest.Reply{{Tools: []agenttest.ToolCall{write}}, {Text: "Wrote done.txt."}}})
+			gw := c.server(scripted.Script{Replies: []scripted.Reply{{Tools: []scripted.ToolCall{write}}, {Text: "Wrote done.txt."}}})
 			defer gw.Close()
 			gwURL, err := url.Parse(gw.URL) // the OpenAI server's base URL ends in /v1
 			if err != nil {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/goalrun/goalrun/goal/agent"
-	"github.com/goalrun/goalrun/goal/agent/agenttest"
+	"github.com/goalrun/goalrun/goal/agent/scripted"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 	"github.com/goalrun/goalrun/sandbox/egress"
@@ -136,7 +136,7 @@ type demo struct {
 	relaySrc   string      // goalrun's source tree to build the relay from ("" = no build)
 	relayCache string      // where relay builds are kept
 	relayBuilt staticRelay // the relay build buildRelay made or reused
-	server     *agenttest.Server
+	server     *scripted.Server
 	root       atomic.Pointer[string] // the workspace as the agent sees it
 	mode       atomic.Pointer[string] // the sandbox mode that started
 	humanOut   io.Writer              // stdout unless --json or --markdown (then discarded)
@@ -173,7 +173,7 @@ func (d *demo) run(ctx context.Context) int {
 	defer d.cleanup()
 
 	if d.claude != "" {
-		d.server = agenttest.NewAnthropic(demoScript(&d.root))
+		d.server = scripted.NewAnthropic(demoScript(&d.root))
 		defer d.server.Close()
 	}
 	cfg, err := d.config()

@@ -6,11 +6,11 @@ import (
 	"path"
 	"sync/atomic"
 
-	"github.com/goalrun/goalrun/goal/agent/agenttest"
+	"github.com/goalrun/goalrun/goal/agent/scripted"
 )
 
 // The demo's scripted model: a fixed conversation that goalrun's scripted
-// Anthropic Messages server (agenttest.NewAnthropic) plays to the real
+// Anthropic Messages server (scripted.NewAnthropic) plays to the real
 // Claude Code CLI. It is labelled as such in its first words, in the model
 // name the run reports (demoModel) and in what `goalrun demo` prints.
 //
@@ -69,25 +69,25 @@ func (p workspacePath) MarshalJSON() ([]byte, error) {
 // demoTurns is the scripted conversation, one list of replies per agent
 // turn. Within a turn, reply k answers the request that carries k tool
 // results of that turn.
-func demoTurns(root *atomic.Pointer[string]) [][]agenttest.Reply {
+func demoTurns(root *atomic.Pointer[string]) [][]scripted.Reply {
 	file := func(name string) workspacePath { return workspacePath{root: root, name: name} }
-	return [][]agenttest.Reply{
+	return [][]scripted.Reply{
 		{ // turn 1: reads, fixes one bug of two, claims success too early
 			{Text: demoLabel + "The check `go test ./...` fails. Let me read the failing test first.",
-				Tools: []agenttest.ToolCall{{Name: "Read", Input: map[string]any{"file_path": file(demoTestFile)}}}},
+				Tools: []scripted.ToolCall{{Name: "Read", Input: map[string]any{"file_path": file(demoTestFile)}}}},
 			{Text: "Now the code under test.",
-				Tools: []agenttest.ToolCall{{Name: "Read", Input: map[string]any{"file_path": file(demoCodeFile)}}}},
+				Tools: []scripted.ToolCall{{Name: "Read", Input: map[string]any{"file_path": file(demoCodeFile)}}}},
 			{Text: "Sum starts its loop at index 1, so it skips the first element. Fixing that.",
-				Tools: []agenttest.ToolCall{{Name: "Edit", Input: map[string]any{"file_path": file(demoCodeFile), "old_string": demoSumBug, "new_string": demoSumFix}}}},
+				Tools: []scripted.ToolCall{{Name: "Edit", Input: map[string]any{"file_path": file(demoCodeFile), "old_string": demoSumBug, "new_string": demoSumFix}}}},
 			{Text: "Fixed Sum: its loop skipped xs[0]. " + demoPrematureClaim},
 		},
 		{ // turn 2 (resumed): the check said otherwise; fixes the second bug
 			{Text: demoLabel + "goalrun's check still fails, in TestMean: Mean divides by len(xs)-1. Reading the file again before editing it.",
-				Tools: []agenttest.ToolCall{{Name: "Read", Input: map[string]any{"file_path": file(demoCodeFile)}}}},
+				Tools: []scripted.ToolCall{{Name: "Read", Input: map[string]any{"file_path": file(demoCodeFile)}}}},
 			{Text: "Mean must divide by the count itself.",
-				Tools: []agenttest.ToolCall{{Name: "Edit", Input: map[string]any{"file_path": file(demoCodeFile), "old_string": demoMeanBug, "new_string": demoMeanFix}}}},
+				Tools: []scripted.ToolCall{{Name: "Edit", Input: map[string]any{"file_path": file(demoCodeFile), "old_string": demoMeanBug, "new_string": demoMeanFix}}}},
 			{Text: "Checking the formatting.",
-				Tools: []agenttest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "gofmt -l .", "description": "List files whose formatting differs from gofmt's"}}}},
+				Tools: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "gofmt -l .", "description": "List files whose formatting differs from gofmt's"}}}},
 			{Text: "Fixed Mean: it divided by one less than the count. Both bugs are fixed."},
 		},
 	}
@@ -95,16 +95,16 @@ func demoTurns(root *atomic.Pointer[string]) [][]agenttest.Reply {
 
 // demoAside answers the CLI's side requests (those that offer no tools,
 // such as a title for the session): plain text, no tool call.
-var demoAside = agenttest.Reply{Text: "goalrun demo"}
+var demoAside = scripted.Reply{Text: "goalrun demo"}
 
-// demoScript flattens demoTurns into an agenttest.Script. Its Pick reads
+// demoScript flattens demoTurns into an scripted.Script. Its Pick reads
 // the turn from how many times the request's history carries the task
 // (once per goalrun turn: the loop's prompt starts with it) and the step
 // within the turn from the tool results beyond those of earlier turns, so
 // the answer does not depend on how the CLI groups its history.
-func demoScript(root *atomic.Pointer[string]) agenttest.Script {
+func demoScript(root *atomic.Pointer[string]) scripted.Script {
 	turns := demoTurns(root)
-	var replies []agenttest.Reply
+	var replies []scripted.Reply
 	offsets := make([]int, len(turns)) // index of each turn's first reply
 	toolsBefore := make([]int, len(turns))
 	tools := 0
@@ -120,9 +120,9 @@ func demoScript(root *atomic.Pointer[string]) agenttest.Script {
 	replies = append(replies, demoAside)
 	task, _ := json.Marshal(demoTask)
 	task = bytes.Trim(task, `"`)
-	return agenttest.Script{
+	return scripted.Script{
 		Replies: replies,
-		Pick: func(r *agenttest.Request) int {
+		Pick: func(r *scripted.Request) int {
 			if !r.Contains(`"tools"`) {
 				return aside
 			}

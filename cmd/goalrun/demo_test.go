@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goalrun/goalrun/goal/agent/agenttest"
+	"github.com/goalrun/goalrun/goal/agent/scripted"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
@@ -592,7 +592,7 @@ func TestDemoScriptPick(t *testing.T) {
 	s := demoScript(&root)
 	turns := demoTurns(&root)
 	n1 := len(turns[0])
-	req := func(tasks, toolResults int, tools bool) *agenttest.Request {
+	req := func(tasks, toolResults int, tools bool) *scripted.Request {
 		var body strings.Builder
 		body.WriteString(`{"model":"m","messages":[`)
 		for i := 0; i < tasks; i++ {
@@ -603,11 +603,11 @@ func TestDemoScriptPick(t *testing.T) {
 			body.WriteString(`,"tools":[{"name":"Read"}]`)
 		}
 		body.WriteString("}")
-		return &agenttest.Request{Body: []byte(body.String()), ToolResults: toolResults}
+		return &scripted.Request{Body: []byte(body.String()), ToolResults: toolResults}
 	}
 	for _, tc := range []struct {
 		name string
-		r    *agenttest.Request
+		r    *scripted.Request
 		want int
 	}{
 		{"turn 1 starts: read the test", req(1, 0, true), 0},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -361,7 +362,7 @@ func TestMissingKeyIsReportedBeforeAnythingStarts(t *testing.T) {
 	if doc.Sandbox != nil || len(doc.Iterations) != 0 {
 		t.Errorf("a sandbox or a check is reported: %+v %+v", doc.Sandbox, doc.Iterations)
 	}
-	if err := report.ValidateJSON(bytes.TrimSpace(out.Bytes())); err != nil {
+	if err := reporttest.ValidateJSON(bytes.TrimSpace(out.Bytes())); err != nil {
 		t.Errorf("document invalid: %v", err)
 	}
 }

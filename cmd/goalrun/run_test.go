@@ -16,6 +16,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -74,7 +75,7 @@ func TestInterruptedWhileTheSandboxStarts(t *testing.T) {
 		t.Errorf("events %+v, want exactly one terminal event (failed), last", log.evs)
 	}
 	b := report.Encode(doc)
-	if err := report.ValidateJSON(b); err != nil {
+	if err := reporttest.ValidateJSON(b); err != nil {
 		t.Errorf("document invalid: %v\n%s", err, b)
 	}
 }
@@ -147,7 +148,7 @@ func TestStartupErrorsFromTheSandboxFactoryKeepTheirCode(t *testing.T) {
 			if len(log.evs) != 1 || log.evs[0].Type != report.EventFailed {
 				t.Errorf("events %+v, want exactly one failed event", log.evs)
 			}
-			if err := report.ValidateJSON(report.Encode(doc)); err != nil {
+			if err := reporttest.ValidateJSON(report.Encode(doc)); err != nil {
 				t.Errorf("document invalid: %v", err)
 			}
 		})
@@ -257,7 +258,7 @@ func TestOverrunStopStillWritesOneDocument(t *testing.T) {
 	if err != nil || !bytes.Equal(bytes.TrimSpace(b), report.Encode(delivered[0])) {
 		t.Errorf("--output holds %s (%v), want the delivered document", b, err)
 	}
-	if err := report.ValidateJSON(bytes.TrimSpace(b)); err != nil {
+	if err := reporttest.ValidateJSON(bytes.TrimSpace(b)); err != nil {
 		t.Errorf("document invalid: %v", err)
 	}
 	log.mu.Lock()

@@ -24,7 +24,7 @@
 // The parsers are checked against real CLI output (testdata/transcripts),
 // written fixtures for the CLIs no transcript exists for (car, deepcode), a
 // fuzz test, and live tests that run the real claude, codex and gemini
-// against the scripted model servers of package agenttest, locally and
+// against the scripted model servers of package scripted, locally and
 // inside the Docker sandbox.
 package agent
 

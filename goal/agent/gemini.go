@@ -22,7 +22,7 @@ import (
 //
 // The parser is checked against the real CLI's output (0.61.0,
 // testdata/transcripts/gemini-cli-0.61.0) and live tests run the pinned CLI
-// against agenttest's scripted Gemini API. The CLI only honours the base
+// against package scripted's Gemini API. The CLI only honours the base
 // URL goalrun gives it with the settings of GeminiSettings.
 type Gemini struct{}
 

@@ -4,7 +4,7 @@ package agent
 // native binaries (NativeExecutable) bind-mounted read-only into the
 // hardened agent container, network "egress", the model API reached only
 // through goalrun's proxy (which adds the real key; the sandbox holds
-// sandbox.DummyKey), agenttest's scripted server as the upstream. Skipped
+// sandbox.DummyKey), package scripted's server as the upstream. Skipped
 // without an Engine unless GOALRUN_REQUIRE_DOCKER=1, and without the CLIs
 // unless GOALRUN_REQUIRE_AGENTS=1.
 
@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goalrun/goalrun/goal/agent/agenttest"
+	"github.com/goalrun/goalrun/goal/agent/scripted"
 	"github.com/goalrun/goalrun/sandbox"
 	"github.com/goalrun/goalrun/sandbox/dockertest"
 	"github.com/goalrun/goalrun/sandbox/egress"
@@ -28,7 +28,7 @@ const inContainerAgent = "/opt/goalrun-test/agent"
 
 // startDockerEgress starts a Docker sandbox in egress mode on a workspace
 // owned by the sandbox user, with native mounted at inContainerAgent and up
-// served by the proxy (loopback upstreams allowed: agenttest listens on
+// served by the proxy (loopback upstreams allowed: package scripted listens on
 // 127.0.0.1). It returns the sandbox and the workspace's host path.
 func startDockerEgress(t *testing.T, native Native, up sandbox.Upstream) (*sandbox.Docker, string) {
 	t.Helper()
@@ -92,7 +92,7 @@ func agentEnv(t *testing.T, sb sandbox.Sandbox, name string) string {
 
 // checkKeys asserts the upstream saw only the real key, and the sandbox only
 // the dummy one.
-func checkKeys(t *testing.T, sb *sandbox.Docker, srv *agenttest.Server, keyEnv, realKey string) {
+func checkKeys(t *testing.T, sb *sandbox.Docker, srv *scripted.Server, keyEnv, realKey string) {
 	t.Helper()
 	if got := agentEnv(t, sb, keyEnv); got != sandbox.DummyKey {
 		t.Errorf("$%s inside the sandbox is %q, want the dummy key", keyEnv, got)
@@ -116,12 +116,12 @@ func TestLiveDockerClaudeEditsAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := agenttest.NewAnthropic(agenttest.Script{
-		Pick: agenttest.ByAssistantTurns,
-		Replies: []agenttest.Reply{
-			{Tools: []agenttest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": sandbox.DockerRoot + "/hello.txt", "content": "hello from a sandboxed claude\n"}}}},
+	srv := scripted.NewAnthropic(scripted.Script{
+		Pick: scripted.ByAssistantTurns,
+		Replies: []scripted.Reply{
+			{Tools: []scripted.ToolCall{{Name: "Write", Input: map[string]any{"file_path": sandbox.DockerRoot + "/hello.txt", "content": "hello from a sandboxed claude\n"}}}},
 			{Text: "Wrote hello.txt."},
-			{Tools: []agenttest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "cat hello.txt >> log.txt", "description": "append"}}}},
+			{Tools: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "cat hello.txt >> log.txt", "description": "append"}}}},
 			{Text: "Appended."},
 		},
 	})
@@ -171,12 +171,12 @@ func TestLiveDockerCodexEditsAndResumes(t *testing.T) {
 	if !native.Static() {
 		t.Fatalf("codex resolved to a dynamic binary %s (interp %s)", native.Path, native.Interp)
 	}
-	srv := agenttest.NewOpenAI(agenttest.Script{
-		Pick: agenttest.ByAssistantTurns,
-		Replies: []agenttest.Reply{
-			{Tools: []agenttest.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "printf 'hello from a sandboxed codex\\n' > hello.txt"}}}},
+	srv := scripted.NewOpenAI(scripted.Script{
+		Pick: scripted.ByAssistantTurns,
+		Replies: []scripted.Reply{
+			{Tools: []scripted.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "printf 'hello from a sandboxed codex\\n' > hello.txt"}}}},
 			{Text: "Wrote hello.txt."},
-			{Tools: []agenttest.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "cat hello.txt >> log.txt"}}}},
+			{Tools: []scripted.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "cat hello.txt >> log.txt"}}}},
 			{Text: "Appended."},
 		},
 	})
@@ -233,12 +233,12 @@ func TestLiveDockerGeminiEditsAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := agenttest.NewGemini(agenttest.Script{
-		Pick: agenttest.ByAssistantTurns,
-		Replies: []agenttest.Reply{
-			{Tools: []agenttest.ToolCall{{Name: "write_file", Input: map[string]any{"file_path": sandbox.DockerRoot + "/hello.txt", "content": "hello from a sandboxed gemini\n"}}}},
+	srv := scripted.NewGemini(scripted.Script{
+		Pick: scripted.ByAssistantTurns,
+		Replies: []scripted.Reply{
+			{Tools: []scripted.ToolCall{{Name: "write_file", Input: map[string]any{"file_path": sandbox.DockerRoot + "/hello.txt", "content": "hello from a sandboxed gemini\n"}}}},
 			{Text: "Wrote hello.txt."},
-			{Tools: []agenttest.ToolCall{{Name: "run_shell_command", Input: map[string]any{"command": "cat hello.txt >> log.txt", "description": "append"}}}},
+			{Tools: []scripted.ToolCall{{Name: "run_shell_command", Input: map[string]any{"command": "cat hello.txt >> log.txt", "description": "append"}}}},
 			{Text: "Appended."},
 		},
 	})

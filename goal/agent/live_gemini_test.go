@@ -1,7 +1,7 @@
 package agent
 
 // Live tests of the real Gemini CLI (GOALRUN_GEMINI_BIN, else gemini on
-// PATH; pinned by .ci/run) against agenttest's scripted Gemini API, in the
+// PATH; pinned by .ci/run) against package scripted's Gemini API, in the
 // local sandbox, given its settings the way goalrun gives them
 // (GeminiSettings through sandbox.Config.AgentFiles).
 
@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goalrun/goalrun/goal/agent/agenttest"
+	"github.com/goalrun/goalrun/goal/agent/scripted"
 )
 
 // geminiMainModel is the model of the scripted server's scripted (not
 // utility) requests: the model the CLI's router chose.
-func geminiMainModel(srv *agenttest.Server) string {
+func geminiMainModel(srv *scripted.Server) string {
 	reqs := srv.ModelRequests()
 	if len(reqs) == 0 {
 		return ""
@@ -29,16 +29,16 @@ func geminiMainModel(srv *agenttest.Server) string {
 func TestLiveGeminiEditsAndResumes(t *testing.T) {
 	bin := findAgentBin(t, "gemini", "GOALRUN_GEMINI_BIN")
 	ws := workspace(t)
-	srv := agenttest.NewGemini(agenttest.Script{
-		Pick: agenttest.ByAssistantTurns,
-		Replies: []agenttest.Reply{
+	srv := scripted.NewGemini(scripted.Script{
+		Pick: scripted.ByAssistantTurns,
+		Replies: []scripted.Reply{
 			// turn 1: write a file, then say so
-			{Tools: []agenttest.ToolCall{{Name: "write_file", Input: map[string]any{"file_path": filepath.Join(ws, "a.txt"), "content": "ok\n"}}}, InputTokens: 200, OutputTokens: 20},
+			{Tools: []scripted.ToolCall{{Name: "write_file", Input: map[string]any{"file_path": filepath.Join(ws, "a.txt"), "content": "ok\n"}}}, InputTokens: 200, OutputTokens: 20},
 			{Text: "Wrote a.txt.", InputTokens: 300, OutputTokens: 10},
 			// turn 2 (resumed): a command that succeeds silently, one that
 			// fails silently, one that fails after printing (the CLI then
 			// shows only the output: unknown)
-			{Tools: []agenttest.ToolCall{
+			{Tools: []scripted.ToolCall{
 				{Name: "run_shell_command", Input: map[string]any{"command": "echo ok > b.txt", "description": "write b"}},
 				{Name: "run_shell_command", Input: map[string]any{"command": "exit 3", "description": "fail"}},
 				{Name: "run_shell_command", Input: map[string]any{"command": "echo partial; exit 4", "description": "print and fail"}},
@@ -115,7 +115,7 @@ func TestLiveGeminiAuthFailures(t *testing.T) {
 	for _, status := range []int{401, 400} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			t.Parallel()
-			srv := agenttest.NewGemini(agenttest.Script{Replies: []agenttest.Reply{{Status: status}}})
+			srv := scripted.NewGemini(scripted.Script{Replies: []scripted.Reply{{Status: status}}})
 			defer srv.Close()
 			sb := startLiveSandbox(t, workspace(t), withURL(GeminiAPI.Upstream("revoked-key"), srv.URL), GeminiSpec.Files...)
 			lt := runLiveTurn(t, sb, Gemini{}, Turn{Iteration: 1, Prompt: "fix the tests", Bin: bin})
@@ -138,7 +138,7 @@ func TestLiveGeminiRetryStorm(t *testing.T) {
 	for _, status := range []int{429, 500} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			t.Parallel()
-			srv := agenttest.NewGemini(agenttest.Script{Replies: []agenttest.Reply{{Status: status}}})
+			srv := scripted.NewGemini(scripted.Script{Replies: []scripted.Reply{{Status: status}}})
 			defer srv.Close()
 			sb := startLiveSandbox(t, workspace(t), withURL(GeminiAPI.Upstream("live-key"), srv.URL), GeminiSpec.Files...)
 			lt := runLiveTurn(t, sb, Gemini{}, Turn{Iteration: 1, Prompt: "fix the tests", Bin: bin})

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/goalrun/goalrun/goal/agent/agenttest"
+	"github.com/goalrun/goalrun/goal/agent/scripted"
 	"github.com/goalrun/goalrun/sandbox"
 	"github.com/goalrun/goalrun/sandbox/egress/egresstest"
 )
@@ -20,25 +20,25 @@ import (
 func TestLiveAgentsCallOnlyTheModelAPI(t *testing.T) {
 	cases := []struct {
 		name, env string
-		server    func(agenttest.Script) *agenttest.Server
+		server    func(scripted.Script) *scripted.Server
 		up        sandbox.Upstream
-		shell     agenttest.ToolCall
+		shell     scripted.ToolCall
 		files     []sandbox.AgentFile
 		adapter   Adapter
 		viaTurn   bool // the base URL goes in Turn.BaseURL (Codex's provider)
 	}{
-		{name: "claude", env: "GOALRUN_CLAUDE_BIN", server: agenttest.NewAnthropic, up: AnthropicAPI.Upstream("quiet-key"), adapter: Claude{},
-			shell: agenttest.ToolCall{Name: "Bash", Input: map[string]any{"command": "echo ok > done.txt", "description": "write"}}},
-		{name: "codex", env: "GOALRUN_CODEX_BIN", server: agenttest.NewOpenAI, up: OpenAIAPI.Upstream("quiet-key"), adapter: Codex{}, viaTurn: true,
-			shell: agenttest.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "echo ok > done.txt"}}},
-		{name: "gemini", env: "GOALRUN_GEMINI_BIN", server: agenttest.NewGemini, up: GeminiAPI.Upstream("quiet-key"), adapter: Gemini{}, files: GeminiSpec.Files,
-			shell: agenttest.ToolCall{Name: "run_shell_command", Input: map[string]any{"command": "echo ok > done.txt", "description": "write"}}},
+		{name: "claude", env: "GOALRUN_CLAUDE_BIN", server: scripted.NewAnthropic, up: AnthropicAPI.Upstream("quiet-key"), adapter: Claude{},
+			shell: scripted.ToolCall{Name: "Bash", Input: map[string]any{"command": "echo ok > done.txt", "description": "write"}}},
+		{name: "codex", env: "GOALRUN_CODEX_BIN", server: scripted.NewOpenAI, up: OpenAIAPI.Upstream("quiet-key"), adapter: Codex{}, viaTurn: true,
+			shell: scripted.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "echo ok > done.txt"}}},
+		{name: "gemini", env: "GOALRUN_GEMINI_BIN", server: scripted.NewGemini, up: GeminiAPI.Upstream("quiet-key"), adapter: Gemini{}, files: GeminiSpec.Files,
+			shell: scripted.ToolCall{Name: "run_shell_command", Input: map[string]any{"command": "echo ok > done.txt", "description": "write"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			bin := findAgentBin(t, c.name, c.env)
-			srv := c.server(agenttest.Script{Pick: agenttest.ByToolResults, Replies: []agenttest.Reply{{Tools: []agenttest.ToolCall{c.shell}}, {Text: "Wrote done.txt."}}})
+			srv := c.server(scripted.Script{Pick: scripted.ByToolResults, Replies: []scripted.Reply{{Tools: []scripted.ToolCall{c.shell}}, {Text: "Wrote done.txt."}}})
 			defer srv.Close()
 			rec, err := egresstest.NewCorporateProxy("", nil)
 			if err != nil {

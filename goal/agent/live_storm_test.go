@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goalrun/goalrun/goal/agent/agenttest"
+	"github.com/goalrun/goalrun/goal/agent/scripted"
 )
 
 // TestLiveRetryStormsEndEarly: Claude Code and Codex against a model API
@@ -34,18 +34,18 @@ func TestLiveRetryStormsEndEarly(t *testing.T) {
 		t.Run(c.agent+"/"+strconv.Itoa(c.status), func(t *testing.T) {
 			t.Parallel()
 			var lt liveTurn
-			var srv *agenttest.Server
-			script := agenttest.Script{Replies: []agenttest.Reply{{Status: c.status}}}
+			var srv *scripted.Server
+			script := scripted.Script{Replies: []scripted.Reply{{Status: c.status}}}
 			switch c.agent {
 			case "claude":
 				bin := findAgentBin(t, "claude", "GOALRUN_CLAUDE_BIN")
-				srv = agenttest.NewAnthropic(script)
+				srv = scripted.NewAnthropic(script)
 				defer srv.Close()
 				sb := startLiveSandbox(t, workspace(t), withURL(AnthropicAPI.Upstream("live-key"), srv.URL))
 				lt = runLiveTurn(t, sb, Claude{}, Turn{Iteration: 1, Prompt: "fix the tests", Bin: bin})
 			default:
 				bin := findAgentBin(t, "codex", "GOALRUN_CODEX_BIN")
-				srv = agenttest.NewOpenAI(script)
+				srv = scripted.NewOpenAI(script)
 				defer srv.Close()
 				sb := startLiveSandbox(t, workspace(t), OpenAIAPI.Upstream("live-key"))
 				lt = runLiveTurn(t, sb, Codex{}, Turn{Iteration: 1, Prompt: "fix the tests", Bin: bin, Model: "gpt-agenttest", BaseURL: srv.URL})

@@ -2,7 +2,7 @@ package agent
 
 // Live tests: the real Claude Code, Codex and Gemini CLI (GOALRUN_CLAUDE_BIN,
 // GOALRUN_CODEX_BIN, GOALRUN_GEMINI_BIN, else PATH; skipped with the reason named unless
-// GOALRUN_REQUIRE_AGENTS=1), driven by agenttest's scripted model servers on
+// GOALRUN_REQUIRE_AGENTS=1), driven by package scripted's model servers on
 // loopback, run as agent steps of a real sandbox.Local.
 
 import (
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goalrun/goalrun/goal/agent/agenttest"
+	"github.com/goalrun/goalrun/goal/agent/scripted"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -141,14 +141,14 @@ func withURL(up sandbox.Upstream, url string) sandbox.Upstream {
 func TestLiveClaudeEditsAndResumes(t *testing.T) {
 	bin := findAgentBin(t, "claude", "GOALRUN_CLAUDE_BIN")
 	ws := workspace(t)
-	srv := agenttest.NewAnthropic(agenttest.Script{
-		Pick: agenttest.ByAssistantTurns,
-		Replies: []agenttest.Reply{
+	srv := scripted.NewAnthropic(scripted.Script{
+		Pick: scripted.ByAssistantTurns,
+		Replies: []scripted.Reply{
 			// turn 1: write a file, then say so
-			{Tools: []agenttest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": filepath.Join(ws, "hello.txt"), "content": "hello from claude\n"}}}},
+			{Tools: []scripted.ToolCall{{Name: "Write", Input: map[string]any{"file_path": filepath.Join(ws, "hello.txt"), "content": "hello from claude\n"}}}},
 			{Text: "Wrote hello.txt."},
 			// turn 2 (resumed): run a command, then answer
-			{Tools: []agenttest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "cat hello.txt >> log.txt", "description": "append"}}}},
+			{Tools: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "cat hello.txt >> log.txt", "description": "append"}}}},
 			{Text: "Appended hello.txt to log.txt."},
 		},
 	})
@@ -201,7 +201,7 @@ func TestLiveClaudeEditsAndResumes(t *testing.T) {
 
 func TestLiveClaude401EndsAsAuthRequired(t *testing.T) {
 	bin := findAgentBin(t, "claude", "GOALRUN_CLAUDE_BIN")
-	srv := agenttest.NewAnthropic(agenttest.Script{Replies: []agenttest.Reply{{Status: 401}}})
+	srv := scripted.NewAnthropic(scripted.Script{Replies: []scripted.Reply{{Status: 401}}})
 	defer srv.Close()
 	sb := startLiveSandbox(t, workspace(t), withURL(AnthropicAPI.Upstream("revoked-key"), srv.URL))
 	lt := runLiveTurn(t, sb, Claude{}, Turn{Iteration: 1, Prompt: "fix the tests", Bin: bin})
@@ -223,12 +223,12 @@ func TestLiveClaude401EndsAsAuthRequired(t *testing.T) {
 
 func TestLiveCodexEditsAndResumes(t *testing.T) {
 	bin := findAgentBin(t, "codex", "GOALRUN_CODEX_BIN")
-	srv := agenttest.NewOpenAI(agenttest.Script{
-		Pick: agenttest.ByAssistantTurns,
-		Replies: []agenttest.Reply{
-			{Tools: []agenttest.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "printf 'hello from codex\\n' > hello.txt"}}}, InputTokens: 20, OutputTokens: 10},
+	srv := scripted.NewOpenAI(scripted.Script{
+		Pick: scripted.ByAssistantTurns,
+		Replies: []scripted.Reply{
+			{Tools: []scripted.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "printf 'hello from codex\\n' > hello.txt"}}}, InputTokens: 20, OutputTokens: 10},
 			{Text: "Wrote hello.txt."},
-			{Tools: []agenttest.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "cat hello.txt >> log.txt"}}}},
+			{Tools: []scripted.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "cat hello.txt >> log.txt"}}}},
 			{Text: "Appended hello.txt to log.txt."},
 		},
 	})
@@ -282,7 +282,7 @@ func TestLiveCodexEditsAndResumes(t *testing.T) {
 
 func TestLiveCodex401EndsAsAuthRequired(t *testing.T) {
 	bin := findAgentBin(t, "codex", "GOALRUN_CODEX_BIN")
-	srv := agenttest.NewOpenAI(agenttest.Script{Replies: []agenttest.Reply{{Status: 401}}})
+	srv := scripted.NewOpenAI(scripted.Script{Replies: []scripted.Reply{{Status: 401}}})
 	defer srv.Close()
 	sb := startLiveSandbox(t, workspace(t), OpenAIAPI.Upstream("revoked-key"))
 	lt := runLiveTurn(t, sb, Codex{}, Turn{Iteration: 1, Prompt: "fix the tests", Bin: bin, Model: "gpt-agenttest", BaseURL: srv.URL})
@@ -313,15 +313,15 @@ func TestLiveHugePromptOnStdin(t *testing.T) {
 		env  string
 		a    Adapter
 		api  API
-		srv  func(agenttest.Script) *agenttest.Server
+		srv  func(scripted.Script) *scripted.Server
 	}{
-		{"claude", "GOALRUN_CLAUDE_BIN", Claude{}, AnthropicAPI, agenttest.NewAnthropic},
-		{"codex", "GOALRUN_CODEX_BIN", Codex{}, OpenAIAPI, agenttest.NewOpenAI},
+		{"claude", "GOALRUN_CLAUDE_BIN", Claude{}, AnthropicAPI, scripted.NewAnthropic},
+		{"codex", "GOALRUN_CODEX_BIN", Codex{}, OpenAIAPI, scripted.NewOpenAI},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			bin := findAgentBin(t, c.name, c.env)
-			srv := c.srv(agenttest.Script{Replies: []agenttest.Reply{{Text: "Read it all."}}})
+			srv := c.srv(scripted.Script{Replies: []scripted.Reply{{Text: "Read it all."}}})
 			defer srv.Close()
 			up := c.api.Upstream("live-key")
 			turn := Turn{Iteration: 1, Prompt: prompt, Bin: bin, Model: "agenttest-model"}

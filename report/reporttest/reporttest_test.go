@@ -44,3 +44,10 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestDocumentBytes: the bound ValidateJSON checks is the one Encode keeps.
+func TestDocumentBytes(t *testing.T) {
+	if reporttest.DocumentBytes != report.DocumentBytes {
+		t.Errorf("reporttest.DocumentBytes = %d, report.DocumentBytes = %d", reporttest.DocumentBytes, report.DocumentBytes)
+	}
+}

@@ -1,9 +1,8 @@
-package agenttest
+package scripted
 
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 )
 
@@ -41,8 +40,7 @@ const GeminiModel = "gemini-agenttest"
 // contents with role "model".
 func NewGemini(script Script) *Server {
 	s := &Server{script: script, model: GeminiModel}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serveGemini))
-	s.URL = s.srv.URL
+	s.URL = s.start(s.serveGemini)
 	return s
 }
 

@@ -1,4 +1,4 @@
-// Package agenttest provides scripted model API servers on loopback for
+// Package scripted provides scripted model API servers on loopback for
 // testing goalrun against the real agent CLIs: an Anthropic Messages API
 // server (Claude Code), an OpenAI Responses API server (Codex) and a Gemini
 // API server (the Gemini CLI), streaming as the real APIs do.
@@ -11,21 +11,21 @@
 // conversation state. Every request is recorded (method, path, headers with
 // the key, body, tool-result count, the reply chosen) for assertions.
 //
-//	srv := agenttest.NewAnthropic(agenttest.Script{Replies: []agenttest.Reply{
-//		{Tools: []agenttest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": p, "content": "hi\n"}}}},
+//	srv := scripted.NewAnthropic(scripted.Script{Replies: []scripted.Reply{
+//		{Tools: []scripted.ToolCall{{Name: "Write", Input: map[string]any{"file_path": p, "content": "hi\n"}}}},
 //		{Text: "Wrote the file."},
 //	}})
 //	defer srv.Close()
 //	// ANTHROPIC_BASE_URL=srv.URL claude -p …
-package agenttest
+package scripted
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
@@ -131,9 +131,12 @@ type Server struct {
 	// the OpenAI server (a Codex provider's base_url).
 	URL string
 
-	srv    *httptest.Server
-	script Script
-	model  string
+	srv      *http.Server
+	closeMu  sync.Mutex     // guards closed and handlers.Add
+	closed   bool           // Close has begun: no request is answered
+	handlers sync.WaitGroup // requests being answered
+	script   Script
+	model    string
 
 	mu       sync.Mutex
 	requests []Request
@@ -160,10 +163,40 @@ func (s *Server) ModelRequests() []Request {
 	return out
 }
 
-// Close shuts the server down, cutting open connections.
+// start serves h on a new listener on 127.0.0.1 (a port the kernel picks)
+// and returns its base URL, "http://127.0.0.1:PORT". It panics when no
+// loopback port can be had, as net/http/httptest's NewServer does; the
+// package uses no httptest so that the goalrun binary, whose demo serves a
+// script, links no test helper.
+func (s *Server) start(h http.HandlerFunc) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("scripted: listening on 127.0.0.1: %v", err))
+	}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.closeMu.Lock()
+		if s.closed {
+			s.closeMu.Unlock()
+			http.Error(w, "scripted: server closed", http.StatusServiceUnavailable)
+			return
+		}
+		s.handlers.Add(1)
+		s.closeMu.Unlock()
+		defer s.handlers.Done()
+		h(w, r)
+	})}
+	go func() { _ = s.srv.Serve(ln) }() // http.ErrServerClosed once Close runs
+	return "http://" + ln.Addr().String()
+}
+
+// Close shuts the server down, cutting open connections, and returns once
+// every request being answered has ended.
 func (s *Server) Close() {
-	s.srv.CloseClientConnections()
-	s.srv.Close()
+	s.closeMu.Lock()
+	s.closed = true
+	s.closeMu.Unlock()
+	_ = s.srv.Close()
+	s.handlers.Wait()
 }
 
 func (s *Server) genID(prefix string) string {

@@ -1,8 +1,7 @@
-package agenttest
+package scripted
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 )
@@ -28,8 +27,7 @@ const OpenAIModel = "gpt-agenttest"
 //   - anything else is 404 (and recorded, with Reply -1).
 func NewOpenAI(script Script) *Server {
 	s := &Server{script: script, model: OpenAIModel}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serveOpenAI))
-	s.URL = s.srv.URL + "/v1"
+	s.URL = s.start(s.serveOpenAI) + "/v1"
 	return s
 }
 

@@ -1,9 +1,8 @@
-package agenttest
+package scripted
 
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 )
 
@@ -27,8 +26,7 @@ const AnthropicModel = "claude-agenttest"
 //   - anything else is 404 (and recorded, with Reply -1).
 func NewAnthropic(script Script) *Server {
 	s := &Server{script: script, model: AnthropicModel}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serveAnthropic))
-	s.URL = s.srv.URL
+	s.URL = s.start(s.serveAnthropic)
 	return s
 }
 
