@@ -628,7 +628,11 @@ func (l *loop) environmentFailed(cr CheckRun) {
 	if tail := strings.TrimSpace(report.CapTail(cr.Tail, cr.TailBytes, envTailBytes)); tail != "" {
 		msg += ". The check's output ends:\n" + tail
 	}
-	l.fail(report.ErrEnvironmentFailed, e.Cause, msg, detail, withAllowNetsFix(e.Fixes(l.cfg.Environment), p.SetupEgressDenials)...)
+	fixes := withAllowNetsFix(e.Fixes(l.cfg.Environment), p.SetupEgressDenials)
+	if fix := l.setupNotStartedFix(); fix != "" {
+		fixes = []string{fix}
+	}
+	l.fail(report.ErrEnvironmentFailed, e.Cause, msg, detail, fixes...)
 }
 
 // maxIterationsReason is the halt reason for max_iterations after n turns.

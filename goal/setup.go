@@ -36,8 +36,13 @@ type SetupResult struct {
 	Skipped bool
 	// Reused: not run, its outputs were prepared by an earlier run
 	// (sandbox.SetupConfig.Key).
-	Reused  bool
-	Seconds float64
+	Reused bool
+	// NotStarted says why the step could not start at all (the sandbox's
+	// reason, e.g. that goalrun must be rebuilt with CGO_ENABLED=0); ""
+	// when it started. ExitCode is then 127, as a shell reports a command
+	// it cannot run, but nothing exited.
+	NotStarted string
+	Seconds    float64
 	// Tail is the end of its combined output (setupTailKeep bytes).
 	Tail string
 }
@@ -83,6 +88,7 @@ func (l *loop) runSetup(parent, ctx context.Context) bool {
 		}
 		if notStarted {
 			r.ExitCode = 127
+			r.NotStarted = notStartedWhy(err)
 			r.Tail = strings.TrimSpace(r.Tail + "\n" + err.Error())
 		}
 		r.Skipped = st.Detected && r.ExitCode == 127
@@ -96,10 +102,17 @@ func (l *loop) runSetup(parent, ctx context.Context) bool {
 			fin["skipped"] = true
 			fin["error"] = "skipped: it cannot run in this sandbox"
 			msg = fmt.Sprintf("setup step `%s` skipped: it cannot run in this sandbox", st.Command)
-			if err != nil {
-				fin["error"] = "skipped: " + err.Error()
-				msg += " (" + err.Error() + ")"
+			if r.NotStarted != "" {
+				// The reason names the fix: on a line of its own, so the
+				// progress line's cap does not cut it.
+				fin["error"] = "skipped: it could not start"
+				fin["notes"] = []string{r.NotStarted}
+				msg += " (" + r.NotStarted + ")"
 			}
+		case r.NotStarted != "":
+			fin["error"] = "could not start"
+			fin["notes"] = []string{r.NotStarted}
+			msg = fmt.Sprintf("setup step `%s` could not start: %s", st.Command, r.NotStarted)
 		case r.TimedOut:
 			fin["timed_out"] = true
 			fin["error"] = "timed out (--step-timeout)"
@@ -127,7 +140,10 @@ func (l *loop) runSetup(parent, ctx context.Context) bool {
 // setupFailed ends the run when a setup step the user asked for failed.
 func (l *loop) setupFailed(r SetupResult) {
 	how := fmt.Sprintf("exited %d", r.ExitCode)
-	if r.TimedOut {
+	switch {
+	case r.NotStarted != "":
+		how = "could not start (" + r.NotStarted + ")"
+	case r.TimedOut:
 		how = "timed out (--step-timeout)"
 	}
 	msg := fmt.Sprintf("The setup step %q %s before the first check; no agent turn was spent.", r.Command, how)
@@ -154,7 +170,35 @@ func (l *loop) setupFailed(r SetupResult) {
 		detail["egress_denials"] = strings.Join(p.SetupEgressDenials, "; ")
 	}
 	fixes = withAllowNetsFix(fixes, p.SetupEgressDenials)
+	if fix := l.setupNotStartedFix(); fix != "" {
+		fixes = []string{fix}
+	}
 	l.fail(report.ErrEnvironmentFailed, CauseSetupFailed, msg, detail, fixes...)
+}
+
+// setupNotStartedFix is the one fix when a setup step could not start at
+// all: the sandbox's reason, which names it (a --setup command, the
+// allowlist or an image cannot help while no setup step can start). It is
+// "" when every setup step started.
+func (l *loop) setupNotStartedFix() string {
+	for _, r := range l.out.Setup {
+		if r.NotStarted != "" {
+			return "No setup step could prepare the dependencies, since it could not start: " + r.NotStarted + "."
+		}
+	}
+	return ""
+}
+
+// notStartedWhy is the reason in a step's error wrapping
+// sandbox.ErrNotStarted: what follows that error's text, or the whole
+// error when nothing does.
+func notStartedWhy(err error) string {
+	s := err.Error()
+	mark := sandbox.ErrNotStarted.Error() + ": "
+	if i := strings.Index(s, mark); i >= 0 && i+len(mark) < len(s) {
+		return strings.TrimSpace(s[i+len(mark):])
+	}
+	return s
 }
 
 // dockerSetupFix is the advice on what a setup step in Docker may reach.
@@ -169,6 +213,8 @@ func (l *loop) setupNotes() string {
 		switch {
 		case r.Reused:
 			s = r.Command + " (prepared by an earlier run)"
+		case r.NotStarted != "":
+			s = r.Command + " (could not start)"
 		case r.Skipped:
 			s = r.Command + " (skipped: it cannot run in this sandbox)"
 		case r.TimedOut:

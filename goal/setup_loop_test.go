@@ -2,14 +2,17 @@ package goal_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/goalrun/goalrun/goal"
 	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/sandbox"
 )
 
 func TestLoopSetupSteps(t *testing.T) {
@@ -110,5 +113,75 @@ func TestLoopSetupNamedInTheEnvironmentFailure(t *testing.T) {
 	}
 	if !strings.Contains(out.Failure.Message, "the setup step ran: echo") || !strings.Contains(out.Failure.Message, "no such host") {
 		t.Errorf("message = %s", out.Failure.Message)
+	}
+}
+
+// setupUnavailable is a sandbox whose setup steps cannot start, as the
+// Docker sandbox's when goalrun is dynamically linked.
+type setupUnavailable struct {
+	sandbox.Sandbox
+	why string
+}
+
+func (s setupUnavailable) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	if cmd.Role == sandbox.RoleSetup {
+		return sandbox.Result{}, fmt.Errorf("sandbox: docker: setup step %q: %w: %s", cmd.Args[0], sandbox.ErrNotStarted, s.why)
+	}
+	return s.Sandbox.Exec(ctx, cmd)
+}
+
+// TestLoopSetupNotStarted: when no setup step can start (goalrun must be
+// rebuilt without cgo), the setup step's progress shows the whole reason
+// on a line of its own, nothing says it "exited 127", and the one
+// suggestion is the sandbox's reason (not --setup, --allow-host or
+// --image, which cannot help), whether the step was detected (the first
+// check then fails for the missing modules) or asked for.
+func TestLoopSetupNotStarted(t *testing.T) {
+	const why = "goalrun must be rebuilt with CGO_ENABLED=0: its executable /tmp/trial/goalrun is dynamically linked (built with cgo), and the setup step and --network egress reach the network through an egress relay that runs it inside the container"
+	cases := []struct {
+		name     string
+		detected bool
+		cause    string
+		skipped  bool
+	}{
+		{"a detected step, then the first check lacks the modules", true, goal.EnvMissingDependency, true},
+		{"a step the user asked for", false, goal.CauseSetupFailed, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := workspace(t, nil)
+			ev := &recorder{}
+			out := run(t, context.Background(), goal.Config{
+				Sandbox: setupUnavailable{local(t, dir), why}, Adapter: agent.Command{}, AgentBin: "touch agent-ran",
+				Check: realOutput(t, dir, "go-proxyoff.txt", "1"), Setup: []goal.SetupStep{{Command: "go mod download", Detected: tc.detected}},
+				MaxIterations: 1, Events: ev, Now: (&fakeClock{}).Now,
+			})
+			f := out.Failure
+			if f == nil || f.Code != report.ErrEnvironmentFailed || f.Cause != tc.cause {
+				t.Fatalf("failure %+v, want EnvironmentFailed/%s", f, tc.cause)
+			}
+			if exists(dir, "agent-ran") {
+				t.Error("an agent turn was spent")
+			}
+			if len(out.Setup) != 1 || out.Setup[0].NotStarted != why || out.Setup[0].Skipped != tc.skipped {
+				t.Fatalf("setup results %+v, want one not started (%q), skipped %v", out.Setup, why, tc.skipped)
+			}
+			if want := []string{"No setup step could prepare the dependencies, since it could not start: " + why + "."}; !slices.Equal(f.Suggestions, want) {
+				t.Errorf("suggestions %q, want %q", f.Suggestions, want)
+			}
+			if strings.Contains(f.Message, "exited 127") {
+				t.Errorf("message says the step exited 127: %s", f.Message)
+			}
+			fin := ev.ofType(report.EventPrepareFinished)
+			if len(fin) != 1 {
+				t.Fatalf("%d prepare_finished events", len(fin))
+			}
+			if notes, _ := fin[0].Data["notes"].([]string); !slices.Equal(notes, []string{why}) {
+				t.Errorf("notes %q, want the reason", notes)
+			}
+			if e, _ := fin[0].Data["error"].(string); strings.Contains(e, "127") || !strings.Contains(e, "could not start") {
+				t.Errorf("error %q, want it to say the step could not start", e)
+			}
+		})
 	}
 }

@@ -270,7 +270,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 			// without a static goalrun the setup steps cannot run (detected
 			// ones are skipped, --setup ones fail and say why).
 			if _, err := relayBinary(); err != nil {
-				cfg.Setup = sandbox.SetupConfig{Unavailable: "the setup step reaches its registries through goalrun's egress relay, which needs a statically linked goalrun (build it with CGO_ENABLED=0): " + err.Error()}
+				cfg.Setup = sandbox.SetupConfig{Unavailable: err.Error()}
 			}
 		}
 		if (cfg.Network == sandbox.NetworkEgress || cfg.Setup.Enabled && cfg.Setup.Unavailable == "") && cfg.RelayBinary == "" {
@@ -659,7 +659,7 @@ func relayBinary() (string, error) {
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return "", fmt.Errorf("goalrun's own executable %s is dynamically linked, so it cannot run the egress relay inside the container; build goalrun with CGO_ENABLED=0", exe)
+			return "", fmt.Errorf("goalrun must be rebuilt with CGO_ENABLED=0: its executable %s is dynamically linked (built with cgo), and the setup step and --network egress reach the network through an egress relay that runs it inside the container", exe)
 		}
 	}
 	return exe, nil
