@@ -261,6 +261,11 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 			for _, l := range h.LeftOut {
 				notices = append(notices, "the default sandbox leaves out the host's "+l.Path+": "+l.Reason)
 			}
+			if err == nil && rc.agent == "command" {
+				if serr := agentProgramUnseen(rc.agentBin, rc.extraMounts, covers, os.Lstat); serr != nil {
+					return nil, "", nil, false, serr
+				}
+			}
 		}
 		if err != nil {
 			return nil, "", nil, false, err
@@ -789,4 +794,39 @@ func notRunnableAdvice(cfg runConfig, p sandbox.Posture) []string {
 		"The check runs in a fresh container, not on this machine, so a command found here is not found there. The default sandbox holds " + defaultSandboxHolds + ".",
 		"Install the command in a system folder, bring the folder that holds it in with --mount HOST[:TARGET] (read-only), pass --image with an image that has the check's command and toolchain (and the agent's CLI), or run without a container with --sandbox local (no isolation).",
 	}
+}
+
+// agentProgramUnseen refuses the command agent's program when it is an
+// absolute path of this machine that the default Docker sandbox cannot
+// see: it exists here (lstat), yet lies neither in the workspace's place
+// in the container (sandbox.DockerRoot) nor under a --mount target nor in
+// a host folder the default sandbox mounts (covers). Without this the
+// first agent turn fails with "not found" after the setup step and the
+// first check have run. It is nil when the program may be there (a
+// relative path, a path the image may hold, a shell command line).
+func agentProgramUnseen(agentBin string, mounts []sandbox.Mount, covers func(string) bool, lstat func(string) (os.FileInfo, error)) *startupError {
+	fields := strings.Fields(agentBin)
+	if len(fields) == 0 || !path.IsAbs(fields[0]) || !plainProgram.MatchString(fields[0]) {
+		return nil
+	}
+	prog := path.Clean(fields[0])
+	inside := func(dir string) bool {
+		dir = path.Clean(dir)
+		return prog == dir || strings.HasPrefix(prog, strings.TrimSuffix(dir, "/")+"/")
+	}
+	if inside(sandbox.DockerRoot) || covers(prog) {
+		return nil
+	}
+	for _, m := range mounts {
+		if inside(m.Target) {
+			return nil
+		}
+	}
+	if _, err := lstat(filepath.FromSlash(prog)); err != nil {
+		return nil
+	}
+	dir, base := path.Split(prog)
+	return &startupError{code: report.ErrBadInput,
+		message:     fmt.Sprintf("--agent-bin %q: the program %s is on this machine, but the Docker sandbox cannot see it: it is outside the workspace, every --mount and the host folders the sandbox mounts; nothing was started", agentBin, prog),
+		suggestions: []string{fmt.Sprintf("Put the program in the workspace and name it by a relative path (./%s), or mount its folder and name it there: --mount %s:/mnt/agent --agent-bin /mnt/agent/%s.", base, path.Clean(dir), base)}}
 }
