@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -16,10 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goalrun/goalrun/internal/goldentest"
 	"github.com/goalrun/goalrun/report"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // chWrite writes files (relative path → content) under dir.
 func chWrite(t *testing.T, dir string, files map[string]string) {
@@ -168,20 +166,7 @@ func TestChangesPatchGolden(t *testing.T) {
 		t.Fatalf("patch_sha256 %s is not the SHA-256 of the canonical patch", d.PatchSHA256)
 	}
 	// the binary file's index line carries content hashes that are stable
-	golden := filepath.Join("testdata", "changes", "patch.golden")
-	if *update {
-		os.MkdirAll(filepath.Dir(golden), 0o755)
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("patch differs from %s:\n%s", golden, buf.String())
-	}
+	goldentest.Check(t, filepath.Join("testdata", "changes", "patch.golden"), buf.Bytes())
 }
 
 // diffTee runs Diff with the canonical patch also written to w.

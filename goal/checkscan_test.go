@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/goalrun/goalrun/internal/goldentest"
 )
 
 // TestFailureLinesGolden: the failing tests' own lines of every real check
@@ -23,23 +25,7 @@ func TestFailureLinesGolden(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			got := FailureLines(fixture(t, e.Name()))
-			path := filepath.Join("testdata", "failures", name+".failures")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("failure lines of %s:\n%s\nwant:\n%s", e.Name(), got, want)
-			}
+			goldentest.Check(t, filepath.Join("testdata", "failures", name+".failures"), []byte(got))
 		})
 	}
 }

@@ -3,8 +3,6 @@ package report
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,33 +10,16 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/goalrun/goalrun/internal/goldentest"
 	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
-// update rewrites golden files: go test ./report -update
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with testdata/<name>, or writes it with -update.
+// golden compares got with testdata/<name>, or writes it with
+// go test ./report -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test ./report -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test ./report -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	goldentest.Check(t, filepath.Join("testdata", name), got)
 }
 
 // validate fails t unless doc is a valid goalrun/1 document

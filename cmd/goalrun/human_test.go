@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -18,13 +17,13 @@ import (
 	"time"
 
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/internal/goldentest"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
 // update rewrites the golden files under testdata/: go test ./cmd/goalrun -run Golden -update
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // stepClock is a clock that moves on by step each time it is read, so a
 // run's every duration is fixed by the order of its steps.
@@ -317,23 +316,7 @@ func lastLine(s string) string {
 // golden compares got with testdata/<name>, or writes it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run with -update after checking the change):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	goldentest.Check(t, filepath.Join("testdata", name), []byte(got))
 }
 
 // TestMissingKeyIsReportedBeforeAnythingStarts: `goalrun run` with a

@@ -3,17 +3,15 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+	"github.com/goalrun/goalrun/internal/goldentest"
+)
 
 // goldenCase is one recorded stream: a real transcript or a written fixture.
 type goldenCase struct {
@@ -159,23 +157,7 @@ func TestTranscriptGoldens(t *testing.T) {
 				t.Fatal(err)
 			}
 			b = append(b, '\n')
-			path := filepath.Join("testdata", "golden", c.name+".json")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(b, want) {
-				t.Errorf("%s differs from the golden (run with -update after checking the change):\n%s", c.name, lineDiff(string(want), string(b)))
-			}
+			goldentest.Check(t, filepath.Join("testdata", "golden", c.name+".json"), b)
 		})
 	}
 }
@@ -336,25 +318,4 @@ func writeChunked(w *LineWriter, data []byte, rng *rand.Rand, crlf bool) {
 		w.Write(data[:n])
 		data = data[n:]
 	}
-}
-
-// lineDiff shows the first differing lines of two texts.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	shown := 0
-	for i := 0; i < max(len(w), len(g)) && shown < 12; i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			b.WriteString("line " + strconv.Itoa(i+1) + ":\n  want: " + wl + "\n  got:  " + gl + "\n")
-			shown++
-		}
-	}
-	return b.String()
 }

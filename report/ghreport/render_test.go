@@ -1,16 +1,13 @@
 package ghreport
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/goalrun/goalrun/internal/goldentest"
 	"github.com/goalrun/goalrun/report"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite testdata/report/*.md from the renderer")
 
 // reportPatch is the agent's change of the demo, as goal's tracker writes
 // its canonical diff.
@@ -74,20 +71,7 @@ func TestReportGolden(t *testing.T) {
 			if !tc.summary && strings.Contains(got, "```mermaid") {
 				t.Error("a chart outside the job summary")
 			}
-			path := filepath.Join("testdata", "report", tc.name+".md")
-			if *updateGolden {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (regenerate with -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the rendering (regenerate with -update):\n%s", path, got)
-			}
+			goldentest.Check(t, filepath.Join("testdata", "report", tc.name+".md"), []byte(got))
 		})
 	}
 }
