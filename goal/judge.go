@@ -41,17 +41,10 @@ const (
 
 // ReadOnlyArgser is an optional ability of an agent.Adapter: the extra
 // arguments that keep one invocation from changing the workspace (deny its
-// editing and shell tools). AgentJudge adds them to its call.
+// editing and shell tools), as agent.Claude has. AgentJudge adds them to
+// its call; an adapter without it is called as it is.
 type ReadOnlyArgser interface {
 	ReadOnlyArgs() []string
-}
-
-// readOnlyArgs are the read-only arguments of adapters that do not say
-// themselves. Claude Code: --disallowedTools removes the named tools from
-// the session (docs.anthropic.com, "CLI reference"); Read, Grep and Glob
-// stay.
-var readOnlyArgs = map[string][]string{
-	"claude": {"--disallowedTools", "Edit,Write,MultiEdit,NotebookEdit,Bash"},
 }
 
 // AgentJudge is the default judge of --infer-until: the run's agent CLI,
@@ -86,8 +79,6 @@ func (j *AgentJudge) Judge(ctx context.Context, sb sandbox.Sandbox, in JudgeInpu
 	turn := agent.Turn{Iteration: in.Iteration, Prompt: JudgePrompt(in), Bin: j.Bin, Model: j.Model, MaxTurns: turns}
 	if ro, ok := j.Adapter.(ReadOnlyArgser); ok {
 		turn.ExtraArgs = ro.ReadOnlyArgs()
-	} else {
-		turn.ExtraArgs = readOnlyArgs[j.Adapter.Name()]
 	}
 	inv := j.Adapter.Command(turn)
 	parser := j.Adapter.NewParser()

@@ -103,6 +103,36 @@ func TestCommands(t *testing.T) {
 	}
 }
 
+// TestReadOnlyArgs: which adapters can be made read-only for one call (the
+// judge's), and that Claude Code's arguments deny every editing tool and
+// Bash.
+func TestReadOnlyArgs(t *testing.T) {
+	type readOnly interface{ ReadOnlyArgs() []string }
+	for _, tc := range []struct {
+		agent string
+		want  []string // nil: the adapter has no read-only arguments
+	}{
+		{"claude", []string{"--disallowedTools", "Edit,Write,MultiEdit,NotebookEdit,Bash"}},
+		{"codex", nil},
+		{"gemini", nil},
+		{CommandName, nil},
+	} {
+		t.Run(tc.agent, func(t *testing.T) {
+			a, err := New(tc.agent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if ro, ok := a.(readOnly); ok {
+				got = ro.ReadOnlyArgs()
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ReadOnlyArgs = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestCommandDoesNotShareSpecEnv(t *testing.T) {
 	inv := Claude{}.Command(Turn{Prompt: "x", BaseURL: "http://a"})
 	inv.Env["IS_SANDBOX"] = "0"

@@ -59,6 +59,15 @@ func (Claude) Command(t Turn) Invocation {
 	return inv
 }
 
+// ReadOnlyArgs returns the arguments that keep one Claude Code invocation
+// from changing the workspace: --disallowedTools removes the editing tools
+// and Bash from the session (docs.anthropic.com, "CLI reference"); Read,
+// Grep and Glob stay. The judge of --infer-until (goal.AgentJudge) adds
+// them to its call.
+func (Claude) ReadOnlyArgs() []string {
+	return []string{"--disallowedTools", "Edit,Write,MultiEdit,NotebookEdit,Bash"}
+}
+
 // NewParser returns a parser for Claude Code's stream-json output.
 func (Claude) NewParser() Parser { return newClaudeParser() }
 
