@@ -97,9 +97,9 @@ func (f EnvFailure) Describe() string {
 		if eco != "" && what != "" {
 			what = eco + "'s " + what
 		}
-		return fmt.Sprintf("the check's tool %s is not installed where the check runs", firstNonEmpty(what, "it needs"))
+		return fmt.Sprintf("the check's tool %s is not installed where the check runs", firstNonBlank(what, "it needs"))
 	case EnvToolchain:
-		return fmt.Sprintf("the project needs %s, which the sandbox does not have", firstNonEmpty(what, "another toolchain version"))
+		return fmt.Sprintf("the project needs %s, which the sandbox does not have", firstNonBlank(what, "another toolchain version"))
 	}
 	if what == "" {
 		return "the check needed the network, and it has none"

@@ -118,11 +118,11 @@ func (j *AgentJudge) Judge(ctx context.Context, sb sandbox.Sandbox, in JudgeInpu
 	case res.TimedOut:
 		v.Reason = fmt.Sprintf("the %s judge timed out before answering", j.Adapter.Name())
 	case tr.Status != agent.StatusSuccess:
-		v.Reason = fmt.Sprintf("the %s judge failed (%s): %s", j.Adapter.Name(), firstNonEmpty(tr.Cause, "failed"),
-			report.Cap(report.Fold(firstNonEmpty(tr.Message, answer, "no answer")), report.BriefCap))
+		v.Reason = fmt.Sprintf("the %s judge failed (%s): %s", j.Adapter.Name(), firstNonBlank(tr.Cause, "failed"),
+			report.Cap(report.Fold(firstNonBlank(tr.Message, answer, "no answer")), report.BriefCap))
 	default:
 		v.Reason = "the judge's answer was not the required JSON {\"met\": bool, \"reason\": …}: " +
-			report.Cap(report.Fold(firstNonEmpty(answer, "(empty)")), report.BriefCap)
+			report.Cap(report.Fold(firstNonBlank(answer, "(empty)")), report.BriefCap)
 	}
 	return v, nil
 }

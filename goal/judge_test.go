@@ -206,3 +206,26 @@ func TestCommandJudge(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstNonBlank: white space alone never counts as a value, and the
+// value chosen comes back untrimmed.
+func TestFirstNonBlank(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []string
+		want string
+	}{
+		{"first set", []string{"a", "b"}, "a"},
+		{"empty skipped", []string{"", "b"}, "b"},
+		{"blank skipped", []string{" \n\t", "b"}, "b"},
+		{"kept untrimmed", []string{" a ", "b"}, " a "},
+		{"none", []string{"", "  "}, ""},
+		{"no values", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := firstNonBlank(tc.in...); got != tc.want {
+				t.Errorf("firstNonBlank(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}

@@ -330,8 +330,8 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 		return true
 	case tr.Status == agent.StatusAuthRequired:
 		record()
-		msg := firstNonEmpty(tr.Message, "The agent's model API refused its credentials.")
-		reason := firstNonEmpty(tr.AuthReason, agent.AuthInvalidKey)
+		msg := firstNonBlank(tr.Message, "The agent's model API refused its credentials.")
+		reason := firstNonBlank(tr.AuthReason, agent.AuthInvalidKey)
 		var keyEnv string
 		if spec, err := agent.SpecOf(l.cfg.Adapter.Name()); err == nil {
 			keyEnv = spec.API.KeyEnv
@@ -395,7 +395,7 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 	if l.cfg.Judge != nil {
 		// The judge judges the --infer-until text; the check, if any, is in
 		// in.Check.
-		in := JudgeInput{Goal: firstNonEmpty(l.cfg.InferUntil, l.out.Goal), Iteration: i, AgentSummary: tr.Summary}
+		in := JudgeInput{Goal: firstNonBlank(l.cfg.InferUntil, l.out.Goal), Iteration: i, AgentSummary: tr.Summary}
 		if l.cfg.Check != "" {
 			in.Check = &cr
 		}
@@ -404,7 +404,7 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 			return true
 		}
 		if err != nil {
-			v = JudgeVerdict{Met: false, Reason: fmt.Sprintf("the judge could not decide: %v", err), By: firstNonEmpty(v.By, "judge")}
+			v = JudgeVerdict{Met: false, Reason: fmt.Sprintf("the judge could not decide: %v", err), By: firstNonBlank(v.By, "judge")}
 		}
 		verdict = &v
 		l.out.Judge = &report.Judge{Met: v.Met, Reason: v.Reason, By: v.By}
@@ -431,7 +431,7 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 	}
 	failed := halt == "" && tr.Status != agent.StatusSuccess
 	if failed {
-		halt, reason = report.HaltAgentError, fmt.Sprintf("Agent turn %d failed: %s.", i, causeWords(firstNonEmpty(tr.Cause, agent.CauseTurnFailed), step.exitCode))
+		halt, reason = report.HaltAgentError, fmt.Sprintf("Agent turn %d failed: %s.", i, causeWords(firstNonBlank(tr.Cause, agent.CauseTurnFailed), step.exitCode))
 	}
 	if halt == "" && i == l.cfg.MaxIterations {
 		halt, reason = report.HaltMaxIterations, maxIterationsReason(l.cfg.MaxIterations)
@@ -444,7 +444,7 @@ func (l *loop) iteration(parent, ctx context.Context, i int) bool {
 	switch {
 	case failed:
 		msg, detail, advice := l.turnFailure(i, step, tr)
-		l.fail(report.ErrAgentFailed, firstNonEmpty(tr.Cause, "turn_failed"), msg, detail, advice)
+		l.fail(report.ErrAgentFailed, firstNonBlank(tr.Cause, "turn_failed"), msg, detail, advice)
 		l.out.Halt, l.out.HaltReason = halt, reason
 		return true
 	case halt != "":
@@ -1001,7 +1001,7 @@ type turnStep struct {
 // redacts them) and the advice, which points at what the document holds.
 func (l *loop) turnFailure(i int, step turnStep, tr agent.TurnResult) (msg string, detail map[string]any, advice string) {
 	detail = map[string]any{"iteration": i, "exit_code": step.exitCode}
-	msg = firstNonEmpty(tr.Message, "the agent's turn failed")
+	msg = firstNonBlank(tr.Message, "the agent's turn failed")
 	var tails []string
 	if step.stderrTail != "" {
 		t := report.CapTail(step.stderrTail, step.stderrSize, report.TailCap)
@@ -1211,7 +1211,7 @@ func (l *loop) endTurn(i int, tr agent.TurnResult) {
 	if tr.Status == agent.StatusSuccess {
 		l.out.TurnsCompleted++
 	}
-	summary := firstNonEmpty(tr.Summary, l.lastText)
+	summary := firstNonBlank(tr.Summary, l.lastText)
 	if summary != "" {
 		l.out.Summary = summary
 	}
@@ -1477,7 +1477,10 @@ func (l *loop) finish(parent context.Context) Outcome {
 	return l.out
 }
 
-func firstNonEmpty(s ...string) string {
+// firstNonBlank returns the first of s that holds more than white space,
+// as it is (untrimmed), or "". Unlike cmp.Or, a value of only spaces or
+// line breaks (an agent's empty answer, a blank message) is passed over.
+func firstNonBlank(s ...string) string {
 	for _, v := range s {
 		if strings.TrimSpace(v) != "" {
 			return v

@@ -63,7 +63,7 @@ func (l *loop) runSetup(parent, ctx context.Context) bool {
 		if where == "" || where == "." {
 			where = "the workspace"
 		}
-		data := map[string]any{"work": report.WorkSetup, "step": i + 1, "command": st.Command, "dir": firstNonEmpty(st.Dir, "."), "detected": st.Detected}
+		data := map[string]any{"work": report.WorkSetup, "step": i + 1, "command": st.Command, "dir": firstNonBlank(st.Dir, "."), "detected": st.Detected}
 		l.events.Emit(report.EventPrepareStarted, report.PhaseSandbox, fmt.Sprintf("running the setup step `%s` in %s", st.Command, where), data)
 		out := sandbox.NewTailWriter(nil, setupTailKeep)
 		start := l.now()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -211,7 +212,7 @@ const defaultCheckName = "goalrun verdict"
 
 // checkName is the check-name input, else defaultCheckName.
 func (a *action) checkName() string {
-	return firstNonEmpty(a.input("check-name"), defaultCheckName)
+	return cmp.Or(a.input("check-name"), defaultCheckName)
 }
 
 // checkSlug is the check name in branch and file names: Slug, except
@@ -293,7 +294,7 @@ func (a *action) run() int {
 
 	if ev.ReadOnlyToken() && a.client != nil {
 		msg := fmt.Sprintf("pull request #%d comes from the fork %s: GitHub gives this workflow a read-only token and no secrets, so goalrun makes no check run, comment or pull request; the report is in the job summary",
-			ev.Number, firstNonEmpty(ev.HeadRepo, "(a deleted fork)"))
+			ev.Number, cmp.Or(ev.HeadRepo, "(a deleted fork)"))
 		a.gha.Noticef("%s", msg)
 		a.notices = append(a.notices, msg)
 		a.client = nil
@@ -407,7 +408,7 @@ func (a *action) cancelInterrupted(check *ghreport.CheckRun) {
 // or with comment: off only a notice in the log and the job summary.
 func (a *action) refuse(d ghreport.Decision) {
 	a.gha.Noticef("goalrun did not start: %s", d.Reason)
-	mode := firstNonEmpty(a.input("comment"), ghreport.CommentSticky)
+	mode := cmp.Or(a.input("comment"), ghreport.CommentSticky)
 	switch {
 	case mode == ghreport.CommentOff:
 		if a.summary {
@@ -753,7 +754,7 @@ func splitItems(s string) []string {
 // the runner itself (the composite action), so both are the same.
 func documentPath(getenv func(string) string, checkName string) (write, shown string) {
 	name := "goalrun-" + checkSlug(checkName) + ".json"
-	p := filepath.Join(firstNonEmpty(getenv("RUNNER_TEMP"), os.TempDir()), name)
+	p := filepath.Join(cmp.Or(getenv("RUNNER_TEMP"), os.TempDir()), name)
 	return p, p
 }
 
@@ -896,7 +897,7 @@ func (a *action) publish(doc report.Document, check *ghreport.CheckRun) {
 		}
 		pubs = append(pubs, check)
 	}
-	mode := firstNonEmpty(a.input("comment"), ghreport.CommentSticky)
+	mode := cmp.Or(a.input("comment"), ghreport.CommentSticky)
 	var comment *ghreport.Comment
 	if a.client != nil && a.ev.Number != 0 && (mode != ghreport.CommentOff || a.ackID != 0) {
 		comment = a.stickyComment(ctx, mode, check)
@@ -973,7 +974,7 @@ func (a *action) acknowledge(prompt string) {
 	if err := ghreport.React(ctx, a.client, a.ev, "eyes", retry); err != nil {
 		a.warn("%v", err)
 	}
-	if firstNonEmpty(a.input("comment"), ghreport.CommentSticky) == ghreport.CommentOff || a.ev.Number == 0 {
+	if cmp.Or(a.input("comment"), ghreport.CommentSticky) == ghreport.CommentOff || a.ev.Number == 0 {
 		return
 	}
 	what := "the workflow's task"
@@ -1014,7 +1015,7 @@ const reportPatchBytes = 512 << 10
 // request whose code was not checked out).
 func (a *action) fixPR() *ghreport.FixPR {
 	name := a.checkName()
-	prefix := firstNonEmpty(a.input("pr-branch-prefix"), "goalrun")
+	prefix := cmp.Or(a.input("pr-branch-prefix"), "goalrun")
 	ev, t := a.ev, a.tested
 	fix := &ghreport.FixPR{
 		Client: a.client, Owner: ev.Owner, Repo: ev.Repo,
@@ -1028,23 +1029,23 @@ func (a *action) fixPR() *ghreport.FixPR {
 		fix.Skipped = "the commit the workspace holds is not known (" + t.why + "), so the agent's change cannot be laid on it"
 	case ev.IsPullRequest && ev.Fork:
 		fix.Skipped = fmt.Sprintf("the pull request's head branch is in the fork %s, which this workflow's token cannot push to; the agent's change is in the report",
-			firstNonEmpty(ev.HeadRepo, "(deleted)"))
+			cmp.Or(ev.HeadRepo, "(deleted)"))
 	case ev.IsPullRequest && (ev.HeadRef == "" || ev.HeadSHA == ""):
 		fix.Skipped = fmt.Sprintf("the head branch of pull request #%d is not known", ev.Number)
 	case ev.IsPullRequest && t.sha != ev.HeadSHA && !t.merge && t.sha == ev.SHA:
 		// pull_request_target's default checkout (the base branch), or a
 		// comment bot that never checked out the pull request.
 		fix.Skipped = fmt.Sprintf("the workspace holds the workflow's own commit %s (%s on %s), not pull request #%d's code, so the agent's change is not a fix for it (check out its head: actions/checkout with ref: ${{ github.event.pull_request.head.sha }}, or refs/pull/%d/head for a comment)",
-			short(t.sha), firstNonEmpty(ev.Ref, "GITHUB_SHA"), ev.Name, ev.Number, ev.Number)
+			short(t.sha), cmp.Or(ev.Ref, "GITHUB_SHA"), ev.Name, ev.Number, ev.Number)
 	case ev.IsPullRequest:
 		fix.BaseSHA = ev.HeadSHA
-		fix.BaseBranch = firstNonEmpty(a.input("base-branch"), ev.HeadRef)
+		fix.BaseBranch = cmp.Or(a.input("base-branch"), ev.HeadRef)
 		fix.Branch = prefix + "/pr-" + strconv.Itoa(ev.Number) + "-" + checkSlug(name)
 		fix.Title = fmt.Sprintf("goalrun: %s passes again on #%d", name, ev.Number)
 	default:
-		fix.BaseBranch = firstNonEmpty(a.input("base-branch"), t.branch)
+		fix.BaseBranch = cmp.Or(a.input("base-branch"), t.branch)
 		if fix.BaseBranch == "" && t.sha == ev.SHA {
-			fix.BaseBranch = firstNonEmpty(refBranch(ev.Ref), ev.DefaultBranch)
+			fix.BaseBranch = cmp.Or(refBranch(ev.Ref), ev.DefaultBranch)
 		}
 		if fix.BaseBranch == "" {
 			fix.Skipped = fmt.Sprintf("the workspace holds the detached commit %s, not the workflow's commit %s, so no branch says where a fix for it goes: set base-branch",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -84,7 +85,7 @@ func TestActionWorkspaceLinks(t *testing.T) {
 		{name: "config dot-dot", input: "config", value: "../outside/goalrun.yml", err: []string{"input config", "leaves the workspace"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := map[string]string{"GITHUB_WORKSPACE": firstNonEmpty(tc.workspace, ws), "INPUT_" + strings.ToUpper(tc.input): tc.value}
+			env := map[string]string{"GITHUB_WORKSPACE": cmp.Or(tc.workspace, ws), "INPUT_" + strings.ToUpper(tc.input): tc.value}
 			getenv := func(k string) string { return env[k] }
 			a := &action{getenv: getenv, gha: githubactions.New(githubactions.WithGetenv(getenv)), docPath: "/tmp/doc.json"}
 			args, err := a.runArgs("")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -82,7 +83,7 @@ func (a *action) placeCheck() {
 	case a.client == nil:
 		// No check run at all (no token, or a fork's read-only one).
 	case ev.IsPullRequest && ev.HeadSHA == "":
-		a.noCheck = firstNonEmpty(a.headProblem, fmt.Sprintf("the head commit of pull request #%d is not known", ev.Number))
+		a.noCheck = cmp.Or(a.headProblem, fmt.Sprintf("the head commit of pull request #%d is not known", ev.Number))
 		a.warn("no commit to attach the check run to (%s); the job summary carries the report", a.noCheck)
 	case t.sha == "":
 		a.noCheck = t.why

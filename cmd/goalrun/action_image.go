@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,11 +49,11 @@ func actionImageProblem(cfg runConfig, pathEnv string, isExec func(string) bool)
 	code := report.ErrBadInput
 	var suggestions []string
 	if cfg.agent != agent.CommandName {
-		name := firstNonEmpty(cfg.agentBin, cfg.spec.Bin)
+		name := cmp.Or(cfg.agentBin, cfg.spec.Bin)
 		if _, ok := lookPathIn(name, pathEnv, isExec); !ok {
 			missing = append(missing, fmt.Sprintf("the %s agent's executable %q on the runner's PATH", cfg.agent, name))
 			code = report.ErrAgentNotFound
-			install := firstNonEmpty(agentInstall[cfg.agent], "install the "+cfg.agent+" CLI")
+			install := cmp.Or(agentInstall[cfg.agent], "install the "+cfg.agent+" CLI")
 			suggestions = append(suggestions, "Add a step before goalrun that installs the agent's CLI on the runner: - run: "+install+
 				" (or name it with the agent-bin input).")
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -89,7 +90,7 @@ func TestActionImageProblem(t *testing.T) {
 			}
 			want := "apt-get install busybox-static"
 			if tc.wantCode == report.ErrAgentNotFound {
-				want = firstNonEmpty(agentInstall[tc.cfg.agent], "install the")
+				want = cmp.Or(agentInstall[tc.cfg.agent], "install the")
 			}
 			if len(se.suggestions) == 0 || !strings.Contains(se.suggestions[0], want) {
 				t.Errorf("suggestions %q: want the step that installs what is missing (%q)", se.suggestions, want)

@@ -9,6 +9,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -484,7 +485,7 @@ echo ok > done.txt`
 				}
 			}
 			for _, r := range gw.Requests() {
-				if got := firstNonEmpty(r.Key(), r.Header.Get("x-goog-api-key")); got != key {
+				if got := cmp.Or(r.Key(), r.Header.Get("x-goog-api-key")); got != key {
 					t.Errorf("request %d (%s) reached the gateway with key %q", r.N, r.Path, got)
 				}
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -552,11 +553,11 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 		}
 	}()
 	lc.Tracker = tracker
-	startedData := map[string]any{"goal": firstNonEmpty(cfg.until, cfg.inferUntil), "agent": cfg.agent, "sandbox": posture}
+	startedData := map[string]any{"goal": cmp.Or(cfg.until, cfg.inferUntil), "agent": cfg.agent, "sandbox": posture}
 	if cfg.model != "" {
 		startedData["model"] = cfg.model
 	}
-	em.Emit(report.EventStarted, report.PhaseRun, "goal: "+firstNonEmpty(cfg.until, cfg.inferUntil), startedData)
+	em.Emit(report.EventStarted, report.PhaseRun, "goal: "+cmp.Or(cfg.until, cfg.inferUntil), startedData)
 	ready := map[string]any{"seconds": eng.now().Sub(start).Seconds(), "mode": posture.Mode}
 	if c, ok := sb.(interface{ ContainerID() string }); ok && c.ContainerID() != "" {
 		ready["container_id"] = shortID(c.ContainerID())
@@ -615,7 +616,7 @@ var errStartTimeout = errors.New("the run's time budget (--timeout) ran out whil
 // spent), the rest said to be missing.
 func overrunDocument(ctx context.Context, cfg runConfig, red *report.Redactor, p *sandbox.Posture, elapsed time.Duration) report.Document {
 	run := report.Run{
-		Check:     firstNonEmpty(cfg.until, cfg.inferUntil),
+		Check:     cmp.Or(cfg.until, cfg.inferUntil),
 		Cancelled: true,
 		Cause:     report.HaltInterrupted,
 		Message: fmt.Sprintf("goalrun was interrupted (%s) and its stop did not end within %s of the signal: something it waited for (most likely a Docker Engine that stopped answering) did not end, so this document was written without the run's last results (iterations, changes, the agent's usage).",
@@ -877,15 +878,6 @@ func secretValues(m map[string]string) []string {
 		out = append(out, m[k])
 	}
 	return out
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // runUsage prints `goalrun run --help`.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"debug/elf"
 	"errors"
@@ -449,7 +450,7 @@ func hostToolsSandbox(ctx context.Context, cli sandbox.DockerAPI, rc runConfig, 
 // and cannot see the host): on the sandbox's PATH, asking the Engine
 // (sandbox.EngineHasPaths). Not found: AgentNotFound.
 func placeHostAgent(ctx context.Context, cli sandbox.DockerAPI, rc runConfig, h sandbox.HostToolchain, image string) (string, []sandbox.Mount, error) {
-	name := firstNonEmpty(rc.agentBin, rc.spec.Bin)
+	name := cmp.Or(rc.agentBin, rc.spec.Bin)
 	if onPath, err := exec.LookPath(name); err == nil {
 		abs, aerr := filepath.Abs(onPath)
 		real, rerr := filepath.EvalSymlinks(onPath)

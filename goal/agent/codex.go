@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"io"
 	"os"
 	"path/filepath"
@@ -114,7 +115,7 @@ const CodexRetryStormLimit = 5
 // --model / -c model=… among the extra arguments), else the model of
 // Codex's own configuration (ConfigModel), else none.
 func (c Codex) NewTurnParser(t Turn) Parser {
-	return newCodexParser(firstNonEmptyString(codexModelArg(t.ExtraArgs), t.Model, c.ConfigModel))
+	return newCodexParser(cmp.Or(codexModelArg(t.ExtraArgs), t.Model, c.ConfigModel))
 }
 
 // codexModelArg is the model named in Codex's extra arguments (the last
@@ -137,15 +138,6 @@ func codexModelArg(args []string) string {
 		}
 	}
 	return m
-}
-
-func firstNonEmptyString(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // Spec describes what running Codex needs.

@@ -1,6 +1,7 @@
 package ghreport
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -259,7 +260,7 @@ func NextStep(doc report.Document, rc *ReportContext) string {
 		case rc.Fork:
 			return "The change is not kept (this runner's workspace is discarded, and a fork's branch cannot be pushed to): apply the diff below to the pull request's branch."
 		case rc.OpenPR:
-			return "The change is not kept (" + report.MarkdownText(firstNonEmptyStr(rc.FixSkipped, "no pull request was made")) + "): apply the diff below, or fix that and re-run."
+			return "The change is not kept (" + report.MarkdownText(cmp.Or(rc.FixSkipped, "no pull request was made")) + "): apply the diff below, or fix that and re-run."
 		default:
 			return "The change is not kept: this runner's workspace is discarded when the job ends. Set open-pr: true to get it as a pull request, or apply the diff below."
 		}
@@ -287,13 +288,4 @@ func NextStep(doc report.Document, rc *ReportContext) string {
 		return "The agent failed (see above); re-run the job, or try another agent or model."
 	}
 	return "The check still fails: read its output below."
-}
-
-func firstNonEmptyStr(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
