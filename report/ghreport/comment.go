@@ -130,17 +130,7 @@ func (c *Comment) Reply(ctx context.Context, markdown string) error {
 			return classify(err, "find goalrun's sticky comment", "pull-requests: write")
 		}
 		if id != 0 {
-			var out *gh.IssueComment
-			err := c.Retry.Do(ctx, func(ctx context.Context) error {
-				var err error
-				out, _, err = c.Client.Issues.EditComment(ctx, c.Owner, c.Repo, id, &gh.IssueComment{Body: gh.Ptr(body)})
-				return err
-			})
-			if err != nil {
-				return classify(err, "update the pull request comment", "pull-requests: write")
-			}
-			c.URL = out.GetHTMLURL()
-			return nil
+			return c.edit(ctx, id, body)
 		}
 	}
 	return c.create(ctx, body)

@@ -392,6 +392,12 @@ func (p *FixPR) diff(base *tree) ([]change, error) {
 			changes = append(changes, change{path: name, mode: e.GetMode(), deleted: true})
 		}
 	}
+	return p.setAsideWorkflows(changes), nil
+}
+
+// setAsideWorkflows returns changes without those under workflowsDir, which
+// it records in p.WorkflowChanges (sorted), sorted by path.
+func (p *FixPR) setAsideWorkflows(changes []change) []change {
 	kept := changes[:0]
 	for _, c := range changes {
 		if strings.HasPrefix(c.path, workflowsDir) {
@@ -402,7 +408,7 @@ func (p *FixPR) diff(base *tree) ([]change, error) {
 	}
 	sort.Slice(kept, func(i, j int) bool { return kept[i].path < kept[j].path })
 	sort.Strings(p.WorkflowChanges)
-	return kept, nil
+	return kept
 }
 
 // diffPaths compares only the agent's changed paths (Paths) with base,
@@ -456,18 +462,8 @@ func (p *FixPR) diffPaths(base *tree) ([]change, error) {
 		}
 		changes = append(changes, change{path: name, mode: mode, content: content})
 	}
-	kept := changes[:0]
-	for _, c := range changes {
-		if strings.HasPrefix(c.path, workflowsDir) {
-			p.WorkflowChanges = append(p.WorkflowChanges, c.path)
-			continue
-		}
-		kept = append(kept, c)
-	}
-	sort.Slice(kept, func(i, j int) bool { return kept[i].path < kept[j].path })
-	sort.Strings(p.WorkflowChanges)
 	sort.Strings(p.Ignored)
-	return kept, nil
+	return p.setAsideWorkflows(changes), nil
 }
 
 func (p *FixPR) commit(ctx context.Context, baseTree string, changes []change) (string, error) {
