@@ -1,7 +1,6 @@
 package sandbox_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,16 +21,12 @@ import (
 	"github.com/goalrun/goalrun/sandbox/dockertest"
 )
 
-// leftovers lists what carries an owner label of pid on this host:
-// containers, volumes, networks and egress socket folders.
-func leftovers(t *testing.T, cli sandbox.DockerAPI, pid int) []string {
+// leftovers lists what carries an owner label of pid on host (see
+// privateOwner): containers, volumes, networks and egress socket folders.
+func leftovers(t *testing.T, cli sandbox.DockerAPI, host string, pid int) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	host, _ := os.Hostname()
-	if h := os.Getenv("HOSTNAME"); h != "" {
-		host = h
-	}
 	prefix := fmt.Sprintf("%s/%d/", host, pid)
 	f := filters.NewArgs(filters.Arg("label", sandbox.LabelRun))
 	var out []string
@@ -72,51 +66,22 @@ func leftovers(t *testing.T, cli sandbox.DockerAPI, pid int) []string {
 	return out
 }
 
-// startUntilAgent starts `goalrun run` with args and returns once its agent
-// turn is running (the agent_started event on stderr).
-func startUntilAgent(t *testing.T, bin string, args ...string) *exec.Cmd {
+// privateOwner returns a host name for the owner labels of the goalrun
+// processes a reap test starts and kills, and their environment (HOSTNAME
+// set to it). goalrun processes of other tests, which reap at start-up too,
+// see a host that is not theirs and leave those leftovers alone until they
+// expire: what the test finds after the kill, and what is gone after its
+// own next run, is the work of that run only.
+func privateOwner() (host string, env []string) {
+	host = fmt.Sprintf("goalrun-reap-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	return host, append(os.Environ(), "HOSTNAME="+host)
+}
+
+// startUntilAgent starts `goalrun run` with env and args and returns once
+// its agent turn is running (the agent_started event on stderr).
+func startUntilAgent(t *testing.T, bin string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"run", "--json"}, args...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	started := make(chan bool, 1)
-	var mu sync.Mutex
-	var lines []string
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		sent := false
-		for sc.Scan() {
-			mu.Lock()
-			lines = append(lines, sc.Text())
-			mu.Unlock()
-			if !sent && strings.Contains(sc.Text(), `"type":"agent_started"`) {
-				started <- true
-				sent = true
-			}
-		}
-		if !sent {
-			close(started)
-		}
-	}()
-	select {
-	case ok := <-started:
-		if !ok {
-			cmd.Wait()
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("goalrun ended before its agent turn started:\n%s", strings.Join(lines, "\n"))
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("goalrun's agent turn did not start within 3 minutes")
-	}
-	return cmd
+	return startUntilNthEvent(t, bin, env, "agent_started", 1, args...)
 }
 
 // TestReapAfterSIGKILL is the issue's "goalrun killed with SIGKILL mid-run:
@@ -133,8 +98,9 @@ func TestReapAfterSIGKILL(t *testing.T) {
 
 	// Both run at once (a goalrun starting after the first was killed
 	// would already reap it), then both are killed mid-turn.
-	egressRun := startUntilAgent(t, bin, append(common, "--network", "egress", "--allow-host", "example.com", "--workspace", "copy", "--workdir", t.TempDir())...)
-	bridgeRun := startUntilAgent(t, bin, append(common, "--network", "bridge", "--workdir", dockertest.Workspace(t, testUID, testGID))...)
+	host, env := privateOwner()
+	egressRun := startUntilAgent(t, bin, env, append(common, "--network", "egress", "--allow-host", "example.com", "--workspace", "copy", "--workdir", t.TempDir())...)
+	bridgeRun := startUntilAgent(t, bin, env, append(common, "--network", "bridge", "--workdir", dockertest.Workspace(t, testUID, testGID))...)
 	for _, c := range []*exec.Cmd{egressRun, bridgeRun} {
 		// The run's janitor would remove what it leaves at once: killed
 		// first, as a process-group or cgroup kill would, so that the next
@@ -149,7 +115,7 @@ func TestReapAfterSIGKILL(t *testing.T) {
 	}
 	pidEgress, pidBridge := egressRun.Process.Pid, bridgeRun.Process.Pid
 
-	left := append(leftovers(t, cli, pidEgress), leftovers(t, cli, pidBridge)...)
+	left := append(leftovers(t, cli, host, pidEgress), leftovers(t, cli, host, pidBridge)...)
 	for _, want := range []string{"container agent", "volume ", "socket folder ", "network "} {
 		found := false
 		for _, l := range left {
@@ -161,11 +127,12 @@ func TestReapAfterSIGKILL(t *testing.T) {
 	}
 
 	next := exec.Command(bin, "run", "--json", "--sandbox", "docker", "--image", image, "--agent", "command", "--agent-bin", "true", "--until", "true", "--workdir", dockertest.Workspace(t, testUID, testGID))
+	next.Env = env
 	out, err := next.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the next goalrun run failed: %v\n%s", err, out)
 	}
-	if left := append(leftovers(t, cli, pidEgress), leftovers(t, cli, pidBridge)...); len(left) > 0 {
+	if left := append(leftovers(t, cli, host, pidEgress), leftovers(t, cli, host, pidBridge)...); len(left) > 0 {
 		t.Errorf("after the next start these leftovers remain: %q", left)
 	}
 }

@@ -243,14 +243,15 @@ func TestCheckViewManyChecks(t *testing.T) {
 // its event stream (stderr) carried an event of type typ.
 func startUntilEvent(t *testing.T, bin, typ string, args ...string) *exec.Cmd {
 	t.Helper()
-	return startUntilNthEvent(t, bin, typ, 1, args...)
+	return startUntilNthEvent(t, bin, nil, typ, 1, args...)
 }
 
 // startUntilNthEvent is startUntilEvent waiting for the n-th event of type
 // typ.
-func startUntilNthEvent(t *testing.T, bin, typ string, n int, args ...string) *exec.Cmd {
+func startUntilNthEvent(t *testing.T, bin string, env []string, typ string, n int, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"run", "--json"}, args...)...)
+	cmd.Env = env
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +298,8 @@ func TestReapCheckViews(t *testing.T) {
 	cli := dockertest.Client(t)
 	bin := dockertest.GoalrunBinary(t)
 	image := dockertest.Image(t, cli)
-	killed := startUntilNthEvent(t, bin, "check_started", 2, "--sandbox", "docker", "--image", image, "--agent", "command", "--agent-bin", "touch agent-ran",
+	host, env := privateOwner()
+	killed := startUntilNthEvent(t, bin, env, "check_started", 2, "--sandbox", "docker", "--image", image, "--agent", "command", "--agent-bin", "touch agent-ran",
 		"--until", "test -e agent-ran && sleep 600", "--max-iterations", "1", "--workdir", dockertest.Workspace(t, testUID, testGID))
 	time.Sleep(2 * time.Second) // the check container runs, its view mounted
 	if err := killed.Process.Signal(syscall.SIGKILL); err != nil {
@@ -305,17 +307,18 @@ func TestReapCheckViews(t *testing.T) {
 	}
 	killed.Wait()
 	pid := killed.Process.Pid
-	left := leftovers(t, cli, pid)
+	left := leftovers(t, cli, host, pid)
 	for _, want := range []string{"container check", "-view-1-fs", "-view-1", "-view-2"} {
 		if !slices.ContainsFunc(left, func(l string) bool { return strings.HasSuffix(l, want) || l == want }) {
 			t.Errorf("the killed run left no %q (left: %q): the test does not prove the reap", want, left)
 		}
 	}
 	next := exec.Command(bin, "run", "--json", "--sandbox", "docker", "--image", image, "--agent", "command", "--agent-bin", "true", "--until", "true", "--workdir", dockertest.Workspace(t, testUID, testGID))
+	next.Env = env
 	if out, err := next.CombinedOutput(); err != nil {
 		t.Fatalf("the next goalrun run failed: %v\n%s", err, out)
 	}
-	if left := leftovers(t, cli, pid); len(left) > 0 {
+	if left := leftovers(t, cli, host, pid); len(left) > 0 {
 		t.Errorf("after the next start these leftovers remain: %q", left)
 	}
 }
