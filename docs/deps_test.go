@@ -81,9 +81,10 @@ func under(p, dir string) bool {
 // TestDependencyRules enforces the layering of docs/architecture.md on the
 // packages' direct imports: the sandbox knows nothing of agents, documents
 // or GitHub; the loop and the agents know nothing of GitHub, the agents
-// nothing of the document; the document
-// knows nothing of the loop; only the command and the GitHub package import
-// go-github and go-githubactions.
+// nothing of the document; the document knows nothing of the loop;
+// grounding knows nothing of the loop, the sandbox or GitHub, and only the
+// loop and the command use it; only the command and the GitHub package
+// import go-github and go-githubactions.
 func TestDependencyRules(t *testing.T) {
 	type rule struct {
 		name      string
@@ -108,6 +109,14 @@ func TestDependencyRules(t *testing.T) {
 		{"the document imports nothing of the loop, the agents or the command",
 			func(p string) bool { return under(p, "report") && !under(p, "report/ghreport") },
 			func(i string) bool { return under(i, "goal") || under(i, "cmd") || under(i, "report/ghreport") }},
+		{"grounding imports nothing of the loop, the sandbox, GitHub or the command",
+			func(p string) bool { return under(p, "grounding") },
+			func(i string) bool {
+				return under(i, "goal") || under(i, "sandbox") || under(i, "cmd") || under(i, "report/ghreport")
+			}},
+		{"only the loop and the command import grounding",
+			func(p string) bool { return p != module+"/goal" && !under(p, "cmd/goalrun") && !under(p, "grounding") },
+			func(i string) bool { return under(i, "grounding") }},
 		{"the GitHub package imports nothing of the loop, the sandbox or the command",
 			func(p string) bool { return under(p, "report/ghreport") },
 			func(i string) bool { return under(i, "goal") || under(i, "sandbox") || under(i, "cmd") }},

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 )
@@ -54,7 +55,7 @@ type ChangeOptions struct {
 	JudgeCmd string
 	// Evidence, when set, receives the changed paths each time Changes is
 	// computed, so file claims are judged against the real diff.
-	Evidence *report.Evidence
+	Evidence *grounding.Evidence
 	// MaxFileBytes, DiffFileBytes, MaxFiles and BaselineStoreBytes override
 	// the Default* bounds (0 = default).
 	MaxFileBytes, DiffFileBytes int64

@@ -16,15 +16,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 )
 
 // File change statuses (FileChange.Status), the same words as
-// report.Change*.
+// grounding.Change*.
 const (
-	StatusAdded    = report.ChangeAdded
-	StatusModified = report.ChangeModified
-	StatusDeleted  = report.ChangeDeleted
+	StatusAdded    = grounding.ChangeAdded
+	StatusModified = grounding.ChangeModified
+	StatusDeleted  = grounding.ChangeDeleted
 )
 
 // FileChange is one changed path.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
@@ -41,7 +42,7 @@ func runGrounded(t *testing.T, dir, agentCmd string) Outcome {
 		t.Fatal(err)
 	}
 	defer sb.Close(context.Background())
-	ev := report.NewEvidence()
+	ev := grounding.NewEvidence()
 	tracker := NewWorkspaceTracker(dir, ChangeOptions{Check: "go test ./...", Evidence: ev, TempDir: t.TempDir()})
 	defer tracker.Close()
 	out, err := Run(t.Context(), Config{

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/internal/goldentest"
 	"github.com/goalrun/goalrun/report"
 )
@@ -515,7 +516,7 @@ func TestChangesLargeAndBinaryFiles(t *testing.T) {
 func TestChangesFeedsEvidence(t *testing.T) {
 	dir := t.TempDir()
 	chWrite(t, dir, map[string]string{"calc.go": "package calc\n"})
-	ev := report.NewEvidence()
+	ev := grounding.NewEvidence()
 	tr := NewWorkspaceTracker(dir, ChangeOptions{Evidence: ev, TempDir: t.TempDir()})
 	defer tr.Close()
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/report/reporttest"
 )
@@ -115,7 +116,7 @@ func TestBinaryInferUntilIsNeverGrounded(t *testing.T) {
 	}
 	// no check ran, so the agent's "All tests pass." is not backed by anything
 	claims, _ := doc["ungrounded_claims"].([]any)
-	if len(claims) != 1 || at(claims[0].(map[string]any), "kind") != report.ClaimTestsPass {
+	if len(claims) != 1 || at(claims[0].(map[string]any), "kind") != grounding.ClaimTestsPass {
 		t.Errorf("ungrounded_claims = %v", doc["ungrounded_claims"])
 	}
 	var evaluated []report.Event

@@ -18,6 +18,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal"
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 )
@@ -439,7 +440,7 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	if lc.Halter, err = eng.halter(cfg); err != nil {
 		return fail(asStartupError(err))
 	}
-	ev := report.NewEvidence().SetRedactor(red)
+	ev := grounding.NewEvidence().SetRedactor(red)
 	lc.Evidence = ev
 
 	if eng.keyFirst && cfg.sandbox == "docker" {

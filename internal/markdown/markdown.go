@@ -1,7 +1,7 @@
 // Package markdown reads the block structure of CommonMark text with
 // github.com/yuin/goldmark's parser: which lines a reader of the rendered
 // text sees as code or as a quotation rather than as the author's prose.
-// It is the one fence rule of goalrun's claims analysis (report) and
+// It is the one fence rule of goalrun's claims analysis (grounding) and
 // comment triggers (report/ghreport).
 package markdown
 

@@ -1,4 +1,4 @@
-package report
+package grounding
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/goalrun/goalrun/report"
 )
 
 // claimsCase is one file of testdata/claims/cases (see its README).
@@ -83,7 +85,7 @@ func validKind(k string) bool {
 func (c claimsCase) evidence() *Evidence {
 	ev := NewEvidence()
 	for _, r := range c.Receipts {
-		ev.AddReceipt(Receipt{Tool: r.Tool, OK: r.OK, Brief: r.Brief}, r.Paths)
+		ev.AddReceipt(report.Receipt{Tool: r.Tool, OK: r.OK, Brief: r.Brief}, r.Paths)
 	}
 	ev.SetCheck(c.Check.Command, c.Check.Ran, c.Check.Passed, c.Check.ExitCode)
 	changed := map[string]string{}

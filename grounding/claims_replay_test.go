@@ -1,4 +1,4 @@
-package report_test
+package grounding_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal"
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/report/reporttest"
 	"github.com/goalrun/goalrun/sandbox"
@@ -59,7 +60,7 @@ func TestReplayedTranscriptClaims(t *testing.T) {
 	defer local.Close(context.Background())
 	sb := &replaySandbox{Local: local, transcript: transcript}
 
-	ev := report.NewEvidence()
+	ev := grounding.NewEvidence()
 	tracker := goal.NewWorkspaceTracker(dir, goal.ChangeOptions{Check: "grep -q 'a + b' calc.go", Evidence: ev, TempDir: t.TempDir()})
 	defer tracker.Close()
 	out, err := goal.Run(t.Context(), goal.Config{
@@ -96,19 +97,19 @@ func TestReplayedTranscriptClaims(t *testing.T) {
 			t.Errorf("claim %+v: excerpt and reason must be present and capped", c)
 		}
 	}
-	if parsed.UngroundedClaims[0].Kind != report.ClaimTestsPass || !strings.Contains(parsed.UngroundedClaims[0].Reason, "failed after the last turn") {
+	if parsed.UngroundedClaims[0].Kind != grounding.ClaimTestsPass || !strings.Contains(parsed.UngroundedClaims[0].Reason, "failed after the last turn") {
 		t.Errorf("the goal contradiction must come first: %+v", parsed.UngroundedClaims[0])
 	}
 	sort.Strings(kinds)
-	want := []string{report.ClaimCommitted, report.ClaimEditedFile, report.ClaimTestsPass}
+	want := []string{grounding.ClaimCommitted, grounding.ClaimEditedFile, grounding.ClaimTestsPass}
 	if strings.Join(kinds, ",") != strings.Join(want, ",") {
 		t.Errorf("ungrounded kinds = %v, want %v", kinds, want)
 	}
 	for _, c := range parsed.UngroundedClaims {
-		if c.Kind == report.ClaimEditedFile && !strings.Contains(c.Reason, "calc.go") {
+		if c.Kind == grounding.ClaimEditedFile && !strings.Contains(c.Reason, "calc.go") {
 			t.Errorf("edited_file reason does not name calc.go: %q", c.Reason)
 		}
-		if c.Kind == report.ClaimCommitted && !strings.Contains(c.Reason, "failed") {
+		if c.Kind == grounding.ClaimCommitted && !strings.Contains(c.Reason, "failed") {
 			t.Errorf("committed reason does not say the commit failed: %q", c.Reason)
 		}
 	}

@@ -1,4 +1,4 @@
-package report
+package grounding
 
 import (
 	"path"
@@ -8,6 +8,10 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/goalrun/goalrun/internal/redact"
+	"github.com/goalrun/goalrun/internal/textcap"
+	"github.com/goalrun/goalrun/report"
 )
 
 // Claim kinds ("ungrounded_claims[].kind"; docs/grounding.md).
@@ -55,7 +59,7 @@ const EvidencePathsMax = 4096
 // NewEvidence.
 type Evidence struct {
 	mu  sync.Mutex
-	red *Redactor
+	red *redact.Redactor
 
 	testRuns     int    // receipts whose command runs tests, any outcome
 	lastTestOK   bool   // the last such receipt succeeded
@@ -97,7 +101,7 @@ func NewEvidence() *Evidence {
 
 // SetRedactor makes Claims redact its excerpts and reasons with r before
 // capping them. It returns e for chaining.
-func (e *Evidence) SetRedactor(r *Redactor) *Evidence {
+func (e *Evidence) SetRedactor(r *redact.Redactor) *Evidence {
 	e.mu.Lock()
 	e.red = r
 	e.mu.Unlock()
@@ -110,7 +114,7 @@ func (e *Evidence) SetRedactor(r *Redactor) *Evidence {
 // A shell tool's brief is read as its command line: test runners, git
 // commit/push, pull-request creation, package installs, deploys, and the
 // files it writes or removes are recognised from it.
-func (e *Evidence) AddReceipt(r Receipt, paths []string) {
+func (e *Evidence) AddReceipt(r report.Receipt, paths []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	tool := strings.ToLower(r.Tool)
@@ -127,7 +131,7 @@ func (e *Evidence) AddReceipt(r Receipt, paths []string) {
 	if ops[opTest] {
 		e.testRuns++
 		e.lastTestOK, e.lastTestUnk = ok, r.Unknown
-		e.lastTestCmd = clip(Fold(r.Brief), BriefCap)
+		e.lastTestCmd = clip(textcap.Fold(r.Brief), report.BriefCap)
 	}
 	for op := range ops {
 		if op == opTest || op == opWrite {
@@ -195,7 +199,7 @@ func (e *Evidence) AddReceipt(r Receipt, paths []string) {
 func (e *Evidence) SetCheck(cmd string, ran, passed bool, exitCode int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.checkCmd = clip(Fold(cmd), BriefCap)
+	e.checkCmd = clip(textcap.Fold(cmd), report.BriefCap)
 	e.checkRan, e.checkPassed, e.checkExit, e.checkEmpty = ran, passed, exitCode, false
 }
 
@@ -232,24 +236,25 @@ func (e *Evidence) SetChanged(changed map[string]string) {
 }
 
 // Claims returns the ungrounded claims in finalText, the agent's final
-// message: each operational claim (see the Claim* kinds) that the receipts,
-// the check and the workspace changes recorded so far do not back, with an
-// excerpt of the sentence (redacted, folded, capped at BriefCap) and the
-// reason. A claim that tests pass while the last check failed is always
-// listed and comes first; the rest follow in the order of the text, one per
-// kind and file, at most ClaimsMax in all. An empty result means nothing
-// was detected, not that the prose is verified.
-func (e *Evidence) Claims(finalText string) []Claim {
+// message: each operational claim (see the Claim* kinds) that the
+// receipts, the check and the workspace changes recorded so far do not
+// back, with an excerpt of the sentence (redacted, folded, capped at
+// report.BriefCap) and the reason. A claim that tests pass while the last
+// check failed is always listed and comes first; the rest follow in the
+// order of the text, one per kind and file, at most report.ClaimsMax in
+// all. An empty result means nothing was detected, not that the prose is
+// verified.
+func (e *Evidence) Claims(finalText string) []report.Claim {
 	found := e.findings(finalText)
-	out := make([]Claim, 0, min(len(found), ClaimsMax))
+	out := make([]report.Claim, 0, min(len(found), report.ClaimsMax))
 	for _, f := range found {
-		if len(out) == ClaimsMax {
+		if len(out) == report.ClaimsMax {
 			break
 		}
-		out = append(out, Claim{
-			Claim:  Cap(Fold(e.red.Redact(f.excerpt)), BriefCap),
+		out = append(out, report.Claim{
+			Claim:  textcap.Cap(textcap.Fold(e.red.Redact(f.excerpt)), report.BriefCap),
 			Kind:   f.kind,
-			Reason: Cap(Fold(e.red.Redact(f.reason)), BriefCap),
+			Reason: textcap.Cap(textcap.Fold(e.red.Redact(f.reason)), report.BriefCap),
 		})
 	}
 	return out
@@ -393,13 +398,13 @@ const (
 
 // fitReason fills the one %s of format with arg, shortened with "…" (its
 // start or its end kept, as keep says) when the sentence would not fit
-// BriefCap, the document's cap on a claim's reason: the sentence's own
-// words are never cut. format's fixed text must fit BriefCap
+// report.BriefCap, the document's cap on a claim's reason: the sentence's
+// own words are never cut. format's fixed text must fit report.BriefCap
 // (TestClaimReasonsFit).
 func fitReason(format, arg string, keep bool) string {
-	arg = Fold(arg)
+	arg = textcap.Fold(arg)
 	const ell = "…"
-	if room := BriefCap - (len(format) - len("%s")); len(arg) > room {
+	if room := report.BriefCap - (len(format) - len("%s")); len(arg) > room {
 		n := max(room-len(ell), 0)
 		if keep == keepEnd {
 			cut := len(arg) - n

@@ -1,8 +1,10 @@
-package report
+package grounding
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/goalrun/goalrun/report"
 )
 
 // BenchmarkClaims measures claim extraction and judging over a long final
@@ -16,7 +18,7 @@ func BenchmarkClaims(b *testing.B) {
 		msg.WriteString(c.Message)
 		msg.WriteString("\n\n")
 		for _, r := range c.Receipts {
-			ev.AddReceipt(Receipt{Tool: r.Tool, OK: r.OK, Brief: r.Brief}, r.Paths)
+			ev.AddReceipt(report.Receipt{Tool: r.Tool, OK: r.OK, Brief: r.Brief}, r.Paths)
 		}
 	}
 	text := msg.String()
@@ -33,6 +35,6 @@ func BenchmarkEvidenceAddReceipt(b *testing.B) {
 	ev := NewEvidence()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		ev.AddReceipt(Receipt{Tool: "Bash", OK: i%3 != 0, Brief: "go test ./... && git commit -am fix"}, nil)
+		ev.AddReceipt(report.Receipt{Tool: "Bash", OK: i%3 != 0, Brief: "go test ./... && git commit -am fix"}, nil)
 	}
 }

@@ -1,0 +1,27 @@
+// Package grounding holds the rules by which goalrun tells a verified
+// result from an agent's say-so: what a run did that can back or
+// contradict the agent's own account, and what in that account nothing
+// backs. A run's verdict is grounded only when goalrun's own check passes;
+// these rules show a reviewer where the agent's words and the evidence
+// part ways (docs/grounding.md).
+//
+// # Claims
+//
+// Evidence collects, in memory bounded whatever the number of tool calls,
+// what backs the operational claims of the agent's final message: the
+// receipts of its tool calls (test commands, commits, pushes, pull
+// requests, installs, deploys, files written or removed), the latest check
+// and the workspace diff. Evidence.Claims then reads the final message
+// with a small deterministic rule system (no model call; claims_text.go
+// says how, step by step) and returns the claims nothing backs, each with
+// its sentence and the reason, as the document's "ungrounded_claims"
+// entries.
+//
+// # Layering
+//
+// grounding works on plain values. It takes the document's shapes and
+// caps from package report (a receipt in, an ungrounded claim out) and
+// knows nothing of the loop, the sandbox, the agents or GitHub: package
+// goal feeds it during a run and cmd/goalrun builds it. report never
+// imports it (docs/architecture.md, docs/deps_test.go).
+package grounding
