@@ -25,6 +25,8 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/mod/modfile"
+
 	"github.com/goalrun/goalrun/internal/safefile"
 )
 
@@ -62,6 +64,16 @@ type Project struct {
 	GoModules  []string
 	GoWork     bool
 	GoVendored map[string]bool
+	// GoRequireless are the folders among GoModules whose go.mod requires
+	// no module: `go mod download` would fetch nothing (setup steps run
+	// with GOTOOLCHAIN=local, so not even a toolchain).
+	GoRequireless map[string]bool
+	// GoSourceless are the folders among GoModules that hold no .go file
+	// of their own (outside nested modules and the folders the go command
+	// ignores), as far as the walk saw: GoWarmCommand would compile
+	// nothing and fail ("no packages to test"). A module with a folder the
+	// walk did not enter (too deep, build/, dist/…) is never counted.
+	GoSourceless map[string]bool
 	// NpmLocked are the folders holding a package-lock.json (or
 	// npm-shrinkwrap.json) and no node_modules.
 	NpmLocked []string
@@ -91,6 +103,10 @@ func Detect(dir string) (Project, error) {
 	defer root.Close()
 	var p Project
 	p.GoVendored = map[string]bool{}
+	p.GoRequireless = map[string]bool{}
+	p.GoSourceless = map[string]bool{}
+	goDirs := map[string]bool{}     // folders holding a .go file
+	unseenDirs := map[string]bool{} // folders not entered that Go would read
 	ecos := map[string]bool{}
 	npmDirs := map[string]bool{}
 	lockDirs := map[string]bool{}
@@ -117,6 +133,9 @@ func Detect(dir string) (Project, error) {
 				modulesDirs[folder] = true
 			}
 			if skipDirs[name] || strings.HasPrefix(name, ".") || strings.Count(p0, "/") >= walkDepthMax {
+				if !goIgnoresDir(name) {
+					unseenDirs[p0] = true
+				}
 				return fs.SkipDir
 			}
 			return nil
@@ -124,12 +143,20 @@ func Detect(dir string) (Project, error) {
 		if !e.Type().IsRegular() {
 			return nil
 		}
+		if strings.HasSuffix(name, ".go") && !slices.ContainsFunc(strings.Split(folder, "/"), func(d string) bool { return d != "." && goIgnoresDir(d) }) {
+			goDirs[folder] = true
+		}
 		switch {
 		case name == "go.mod":
 			ecos[Go] = true
 			p.GoModules = append(p.GoModules, folder)
 			if st, err := fs.Stat(fsys, path.Join(folder, "vendor", "modules.txt")); err == nil && st.Mode().IsRegular() {
 				p.GoVendored[folder] = true
+			}
+			if b, err := safefile.Read(root, p0, manifestBytesMax); err == nil {
+				if f, err := modfile.ParseLax(p0, b, nil); err == nil && len(f.Require) == 0 {
+					p.GoRequireless[folder] = true
+				}
 			}
 		case name == "go.work" && folder == ".":
 			ecos[Go] = true
@@ -163,6 +190,13 @@ func Detect(dir string) (Project, error) {
 	}
 	sortShallow(p.GoModules)
 	sortShallow(p.NpmLocked)
+	if !p.Truncated {
+		for _, m := range p.GoModules {
+			if !goModuleHasAny(m, p.GoModules, goDirs) && !goModuleHasAny(m, p.GoModules, unseenDirs) {
+				p.GoSourceless[m] = true
+			}
+		}
+	}
 	for e := range ecos {
 		p.Ecosystems = append(p.Ecosystems, e)
 	}
@@ -172,6 +206,36 @@ func Detect(dir string) (Project, error) {
 	}
 	sort.Strings(p.PythonDeps)
 	return p, nil
+}
+
+// goIgnoresDir reports whether the go command ignores a folder of this
+// name when it matches packages (./...): vendor, testdata and names
+// starting with "." or "_" (go help packages); node_modules holds no Go.
+func goIgnoresDir(name string) bool {
+	return name == "vendor" || name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
+}
+
+// goModuleHasAny reports whether one of dirs (slash folders) belongs to
+// the Go module at mod: at or below it, and not in a module nested deeper.
+func goModuleHasAny(mod string, mods []string, dirs map[string]bool) bool {
+	for d := range dirs {
+		if goModuleOf(d, mods) == mod {
+			return true
+		}
+	}
+	return false
+}
+
+// goModuleOf is the deepest module folder among mods holding dir, "" when
+// none does.
+func goModuleOf(dir string, mods []string) string {
+	best := ""
+	for _, m := range mods {
+		if (m == "." || dir == m || strings.HasPrefix(dir, m+"/")) && (best == "" || len(m) > len(best) || best == ".") {
+			best = m
+		}
+	}
+	return best
 }
 
 // sortShallow sorts slash paths by depth, then by name ("." first).
@@ -211,7 +275,8 @@ const GoWarmCommand = "go test -count=1 -exec true ./..."
 
 // Steps returns the default setup steps for p: for each Go module (the
 // workspace's go.work root instead, when there is one) `go mod download`
-// unless it is vendored, then GoWarmCommand; for each folder with an npm
+// unless it is vendored or requires nothing, then GoWarmCommand unless it
+// has no Go source; for each folder with an npm
 // lock file and no node_modules, `npm ci`. At most goModulesMax Go modules.
 func (p Project) Steps() []Step {
 	var out []Step
@@ -231,10 +296,13 @@ func (p Project) Steps() []Step {
 		if p.GoWork && m == "." {
 			what = "go.work in the workspace"
 		}
-		if !p.GoVendored[m] {
+		alone := !p.GoWork // a go.work's modules count together
+		if !p.GoVendored[m] && !(alone && p.GoRequireless[m]) {
 			out = append(out, Step{Command: "go mod download", Dir: m, Detected: true, Why: what + ": download the modules it requires"})
 		}
-		out = append(out, Step{Command: GoWarmCommand, Dir: m, Detected: true, Why: what + ": compile its packages and tests into the build cache (nothing runs)"})
+		if !(alone && p.GoSourceless[m]) {
+			out = append(out, Step{Command: GoWarmCommand, Dir: m, Detected: true, Why: what + ": compile its packages and tests into the build cache (nothing runs)"})
+		}
 	}
 	for _, d := range p.NpmLocked {
 		where := "./" + d

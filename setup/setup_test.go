@@ -33,16 +33,31 @@ func TestDetect(t *testing.T) {
 		steps []string // "dir: command"
 	}{
 		{"empty", nil, Project{}, nil},
-		{"one Go module", map[string]string{"go.mod": "module example.com/a\n", "a.go": "package a\n"},
+		{"one Go module", map[string]string{"go.mod": "module example.com/a\n\nrequire example.com/b v1.0.0\n", "a.go": "package a\n"},
 			Project{Ecosystems: []string{"go"}, GoModules: []string{"."}},
 			[]string{".: go mod download", ".: " + GoWarmCommand}},
-		{"multi-module repository", map[string]string{"go.mod": "module example.com/r\n", "api/go.mod": "module example.com/r/api\n", "tools/lint/go.mod": "module x\n"},
-			Project{Ecosystems: []string{"go"}, GoModules: []string{".", "api", "tools/lint"}},
-			[]string{".: go mod download", ".: " + GoWarmCommand, "api: go mod download", "api: " + GoWarmCommand, "tools/lint: go mod download", "tools/lint: " + GoWarmCommand}},
+		{"a module that requires nothing: no download", map[string]string{"go.mod": "module example.com/a\n\ngo 1.22\n\nrequire ()\n", "a.go": "package a\n"},
+			Project{Ecosystems: []string{"go"}, GoModules: []string{"."}, GoRequireless: map[string]bool{".": true}},
+			[]string{".: " + GoWarmCommand}},
+		{"a module without Go source or requirements: nothing to prepare", map[string]string{"go.mod": "module example.com/a\n", "README.md": "x", "testdata/x.go": "package x\n", "_tools/y.go": "package y\n"},
+			Project{Ecosystems: []string{"go"}, GoModules: []string{"."}, GoRequireless: map[string]bool{".": true}, GoSourceless: map[string]bool{".": true}},
+			nil},
+		{"a folder the walk does not enter may hold Go: the warm step stays", map[string]string{"go.mod": "module example.com/a\n", "build/b.go": "package build\n"},
+			Project{Ecosystems: []string{"go"}, GoModules: []string{"."}, GoRequireless: map[string]bool{".": true}},
+			[]string{".: " + GoWarmCommand}},
+		{"multi-module repository", map[string]string{
+			"go.mod": "module example.com/r\nrequire example.com/x v1.0.0\n", "r.go": "package r\n",
+			"api/go.mod": "module example.com/r/api\nrequire example.com/x v1.0.0\n", "api/v1/api.go": "package v1\n",
+			"tools/lint/go.mod": "module x\n"},
+			Project{Ecosystems: []string{"go"}, GoModules: []string{".", "api", "tools/lint"}, GoRequireless: map[string]bool{"tools/lint": true}, GoSourceless: map[string]bool{"tools/lint": true}},
+			[]string{".: go mod download", ".: " + GoWarmCommand, "api: go mod download", "api: " + GoWarmCommand}},
+		{"Go source only in a nested module", map[string]string{"go.mod": "module example.com/r\nrequire example.com/x v1.0.0\n", "sub/go.mod": "module example.com/r/sub\n", "sub/s.go": "package sub\n"},
+			Project{Ecosystems: []string{"go"}, GoModules: []string{".", "sub"}, GoRequireless: map[string]bool{"sub": true}, GoSourceless: map[string]bool{".": true}},
+			[]string{".: go mod download", "sub: " + GoWarmCommand}},
 		{"go.work: the root covers the workspace", map[string]string{"go.work": "go 1.22\nuse ./a\nuse ./b\n", "a/go.mod": "module a\n", "b/go.mod": "module b\n"},
-			Project{Ecosystems: []string{"go"}, GoModules: []string{"a", "b"}, GoWork: true},
+			Project{Ecosystems: []string{"go"}, GoModules: []string{"a", "b"}, GoWork: true, GoRequireless: map[string]bool{"a": true, "b": true}, GoSourceless: map[string]bool{"a": true, "b": true}},
 			[]string{".: go mod download", ".: " + GoWarmCommand}},
-		{"vendored module: no download", map[string]string{"go.mod": "module v\n", "vendor/modules.txt": "# x\n", "vendor/x/go.mod": "module x\n"},
+		{"vendored module: no download", map[string]string{"go.mod": "module v\nrequire x v1.0.0\n", "v.go": "package v\n", "vendor/modules.txt": "# x\n", "vendor/x/go.mod": "module x\n"},
 			Project{Ecosystems: []string{"go"}, GoModules: []string{"."}, GoVendored: map[string]bool{".": true}},
 			[]string{".: " + GoWarmCommand}},
 		{"npm with a lock file", map[string]string{"package.json": "{}", "package-lock.json": "{}", "web/package.json": "{}", "web/package-lock.json": "{}", "web/node_modules/x/package.json": "{}"},
@@ -70,8 +85,10 @@ func TestDetect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.want.GoVendored == nil {
-				c.want.GoVendored = map[string]bool{}
+			for _, m := range []*map[string]bool{&c.want.GoVendored, &c.want.GoRequireless, &c.want.GoSourceless} {
+				if *m == nil {
+					*m = map[string]bool{}
+				}
 			}
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("Detect =\n%+v\nwant\n%+v", got, c.want)
