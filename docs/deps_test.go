@@ -81,7 +81,8 @@ func under(p, dir string) bool {
 // TestDependencyRules enforces the layering of docs/architecture.md on the
 // packages' direct imports: the sandbox knows nothing of agents, documents
 // or GitHub; the loop and the agents know nothing of GitHub, the agents
-// nothing of the document; the document knows nothing of the loop;
+// nothing of the document; the workspace tracker nothing of the loop, the
+// document or the sandbox; the document knows nothing of the loop;
 // grounding knows nothing of the loop, the sandbox or GitHub, and only the
 // loop and the command use it; only the command and the GitHub package
 // import go-github and go-githubactions.
@@ -103,6 +104,11 @@ func TestDependencyRules(t *testing.T) {
 		{"the loop and the agents import nothing of GitHub or the command",
 			func(p string) bool { return under(p, "goal") },
 			func(i string) bool { return under(i, "report/ghreport") || under(i, "cmd") }},
+		{"the workspace tracker imports nothing of the loop, the agents, the document, the sandbox or the command",
+			func(p string) bool { return under(p, "goal/workspace") },
+			func(i string) bool {
+				return under(i, "goal") && !under(i, "goal/workspace") || under(i, "report") || under(i, "sandbox") || under(i, "cmd")
+			}},
 		{"the agents import nothing of the document (they cap with internal/textcap)",
 			func(p string) bool { return under(p, "goal/agent") },
 			func(i string) bool { return under(i, "report") }},

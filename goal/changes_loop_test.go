@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/goal/workspace"
 	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/report/reporttest"
@@ -43,7 +44,7 @@ func runGrounded(t *testing.T, dir, agentCmd string) Outcome {
 	}
 	defer sb.Close(context.Background())
 	ev := grounding.NewEvidence()
-	tracker := NewWorkspaceTracker(dir, ChangeOptions{Check: "go test ./...", Evidence: ev, TempDir: t.TempDir()})
+	tracker := NewWorkspaceTracker(dir, workspace.Options{Check: "go test ./...", Evidence: ev, TempDir: t.TempDir()})
 	defer tracker.Close()
 	out, err := Run(t.Context(), Config{
 		Sandbox: sb, Adapter: agent.Command{Bin: agentCmd}, Task: "Make go test pass.", Check: "go test ./...",

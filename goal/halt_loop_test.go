@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/goal/workspace"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 )
@@ -24,7 +25,7 @@ func runHalting(t *testing.T, agentCmd string, maxIter int) (Outcome, report.Doc
 		t.Fatal(err)
 	}
 	defer sb.Close(context.Background())
-	tracker := NewWorkspaceTracker(dir, ChangeOptions{Check: noisyFailingCheck, TempDir: t.TempDir()})
+	tracker := NewWorkspaceTracker(dir, workspace.Options{Check: noisyFailingCheck, TempDir: t.TempDir()})
 	defer tracker.Close()
 	out, err := Run(t.Context(), Config{
 		Sandbox: sb, Adapter: agent.Command{Bin: agentCmd}, Check: noisyFailingCheck,

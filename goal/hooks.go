@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/goal/workspace"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 )
@@ -11,7 +12,8 @@ import (
 // The loop's seams for grounding (the judge, workspace changes, claims,
 // no-progress and budget halts). Each is a field of Config; nil switches it
 // off. The loop owns these interfaces; implementations live beside them in
-// package goal (judge*.go, changes*.go, halt*.go) and in report (claims).
+// package goal (judge*.go, changes.go over goal/workspace, halt*.go) and in
+// report (claims).
 
 // Events receives the loop's progress events; *report.Emitter satisfies it
 // (it redacts, caps and timestamps). The loop never emits terminal events.
@@ -66,13 +68,11 @@ type Tracker interface {
 // HostCodeTracker is an optional ability of a Tracker: after AfterTurn it
 // names the changes that would make git, run later in this tree on the
 // host, run a program the agent wrote (git's executable configuration; see
-// WorkspaceTracker.HostCode). The loop then halts the run
+// workspace.Tracker.HostCode). The loop then halts the run
 // (report.HaltUnsafeChange) without running the check on that tree.
 type HostCodeTracker interface {
-	HostCode() []RiskyPath
+	HostCode() []workspace.RiskyPath
 }
-
-var _ HostCodeTracker = (*WorkspaceTracker)(nil)
 
 // Evidence collects what backs (or contradicts) the agent's claims and
 // finds the ungrounded ones at the end.

@@ -374,3 +374,11 @@ func (t *testTally) nothing() (bool, string) {
 	}
 	return true, "The check exited 0 but tested nothing: " + strings.Join(why, "; ") + "."
 }
+
+// plural is one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

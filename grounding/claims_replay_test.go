@@ -11,6 +11,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal"
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/goal/workspace"
 	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/report/reporttest"
@@ -61,7 +62,7 @@ func TestReplayedTranscriptClaims(t *testing.T) {
 	sb := &replaySandbox{Local: local, transcript: transcript}
 
 	ev := grounding.NewEvidence()
-	tracker := goal.NewWorkspaceTracker(dir, goal.ChangeOptions{Check: "grep -q 'a + b' calc.go", Evidence: ev, TempDir: t.TempDir()})
+	tracker := goal.NewWorkspaceTracker(dir, workspace.Options{Check: "grep -q 'a + b' calc.go", Evidence: ev, TempDir: t.TempDir()})
 	defer tracker.Close()
 	out, err := goal.Run(t.Context(), goal.Config{
 		Sandbox: sb, Adapter: agent.Claude{}, Task: "Fix Sum.", Check: "grep -q 'a + b' calc.go",

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/goalrun/goalrun/goal"
+	"github.com/goalrun/goalrun/goal/workspace"
 	"github.com/goalrun/goalrun/sandbox"
 	"github.com/goalrun/goalrun/sandbox/dockertest"
 )
@@ -403,7 +404,7 @@ echo "package main // changed" > main.go`
 			gitInit(t, ws)
 			dockertest.Chown(t, ws, testUID, testGID)
 			before := treeHashes(t, ws)
-			tracker := goal.NewWorkspaceTracker(ws, goal.ChangeOptions{})
+			tracker := goal.NewWorkspaceTracker(ws, workspace.Options{})
 			defer tracker.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

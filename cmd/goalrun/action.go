@@ -20,7 +20,7 @@ import (
 	gh "github.com/google/go-github/v75/github"
 	"github.com/sethvargo/go-githubactions"
 
-	"github.com/goalrun/goalrun/goal"
+	"github.com/goalrun/goalrun/goal/workspace"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/report/ghreport"
 	"github.com/goalrun/goalrun/sandbox"
@@ -38,12 +38,12 @@ type actionInput struct {
 type inputKind int
 
 const (
-	asIs       inputKind = iota // one flag with the value
-	perLine                     // one flag per non-empty line
-	perItem                     // one flag per item, split on newlines and commas
-	minutes                     // a whole number of minutes → --timeout=Nm
-	workspace                   // a path inside GITHUB_WORKSPACE (links resolved) → --<flag>
-	actionOnly                  // read by the action itself
+	asIs           inputKind = iota // one flag with the value
+	perLine                         // one flag per non-empty line
+	perItem                         // one flag per item, split on newlines and commas
+	minutes                         // a whole number of minutes → --timeout=Nm
+	workspaceInput                  // a path inside GITHUB_WORKSPACE (links resolved) → --<flag>
+	actionOnly                      // read by the action itself
 )
 
 // actionInputs lists every input of action.yml, in its order: the inputs
@@ -57,7 +57,7 @@ var actionInputs = func() []actionInput {
 			ins = append(ins, actionInput{name: st.input, flag: st.name, how: st.how})
 		}
 	}
-	ins = append(ins, actionInput{name: "config", flag: "config", how: workspace})
+	ins = append(ins, actionInput{name: "config", flag: "config", how: workspaceInput})
 	for _, name := range actionOnlyInputs {
 		ins = append(ins, actionInput{name: name, how: actionOnly})
 	}
@@ -179,7 +179,7 @@ type action struct {
 	stuck          bool     // the check run was left in_progress
 	// diff is the run's changes in detail, its paths relative to diffRoot
 	// (nil when no run computed them).
-	diff     *goal.WorkspaceDiff
+	diff     *workspace.Diff
 	diffRoot string
 	// requester is who asked by comment, and what; ackID the "working on
 	// it" reply that becomes the report (0 when none).
@@ -366,7 +366,7 @@ func (a *action) run() int {
 	check := a.checkRun(cfg.maxIterations)
 	eng := defaultEngine()
 	eng.patchBytes = reportPatchBytes
-	eng.changes = func(d *goal.WorkspaceDiff, root string) { a.diff, a.diffRoot = d, root }
+	eng.changes = func(d *workspace.Diff, root string) { a.diff, a.diffRoot = d, root }
 	sinks := []report.Sink{report.NewProgressSinkSince(a.log.Untrusted(), eng.now())}
 	if check != nil {
 		sinks = append(sinks, check)
@@ -589,7 +589,7 @@ func (a *action) runArgs(prompt string) ([]string, error) {
 				return nil, fmt.Errorf("input %s: %q is not a positive whole number of minutes", in.name, v)
 			}
 			args = append(args, fmt.Sprintf("--%s=%dm", in.flag, n))
-		case workspace:
+		case workspaceInput:
 			dir, err := inWorkspace(in.name, root, v)
 			if err != nil {
 				return nil, err
@@ -1093,7 +1093,7 @@ func (a *action) changedPaths() ([]ghreport.ChangedPath, error) {
 		if rel != "." {
 			p = filepath.ToSlash(rel) + "/" + p
 		}
-		out = append(out, ghreport.ChangedPath{Path: p, Deleted: f.Status == goal.StatusDeleted})
+		out = append(out, ghreport.ChangedPath{Path: p, Deleted: f.Status == workspace.StatusDeleted})
 	}
 	return out, nil
 }

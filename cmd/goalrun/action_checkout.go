@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/goalrun/goalrun/goal"
+	"github.com/goalrun/goalrun/goal/workspace"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/report/ghreport"
 )
@@ -151,7 +151,7 @@ func (a *action) committableChanges(doc report.Document) int {
 	}
 	var added []string
 	for i, f := range a.diff.Files {
-		if f.Status == goal.StatusAdded {
+		if f.Status == workspace.StatusAdded {
 			added = append(added, paths[i].Path)
 		}
 	}

@@ -301,7 +301,7 @@ func TestActionInputsFollowTheSettingTable(t *testing.T) {
 			case field[string]:
 				want = []inputKind{asIs}
 				if st.path {
-					want = []inputKind{workspace}
+					want = []inputKind{workspaceInput}
 				}
 			default:
 				want = []inputKind{asIs}

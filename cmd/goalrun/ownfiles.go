@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/goalrun/goalrun/goal"
+	"github.com/goalrun/goalrun/goal/workspace"
 	"github.com/goalrun/goalrun/report"
 )
 
@@ -60,7 +60,7 @@ func ownFilesRel(base string, inside bool, files ...string) []string {
 // written to a new file in that folder (through an os.Root of the
 // writable tree, so no link planted there leads out) and renamed over the
 // path. The agent's replacement is the agent's change in the change report
-// (goal.OwnFile), never hidden.
+// (workspace.OwnFile), never hidden.
 type ownFile struct {
 	flag string // "--output" or "--events"
 	path string // absolute, as given
@@ -125,10 +125,10 @@ func streamFile(flag, path string, w io.Writer) *ownFile {
 	return &ownFile{flag: flag, path: path, stream: w}
 }
 
-// identity is the file as the change tracker knows it (goal.OwnFile), rel
+// identity is the file as the change tracker knows it (workspace.OwnFile), rel
 // being its slash path relative to the tracked root.
-func (o *ownFile) identity(rel string) goal.OwnFile {
-	return goal.OwnFile{Path: rel, Dev: o.dev, Ino: o.ino}
+func (o *ownFile) identity(rel string) workspace.OwnFile {
+	return workspace.OwnFile{Path: rel, Dev: o.dev, Ino: o.ino}
 }
 
 // Write appends p (the events sink writes through it): to the spool first,

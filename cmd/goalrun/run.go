@@ -18,6 +18,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal"
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/goal/workspace"
 	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
@@ -209,7 +210,7 @@ type engine struct {
 	// changes, when set, receives the run's changes in detail once the loop
 	// ended (nil when none were computed) and the folder their paths are
 	// relative to; patchBytes is how much of the unified diff they keep.
-	changes    func(d *goal.WorkspaceDiff, root string)
+	changes    func(d *workspace.Diff, root string)
 	patchBytes int
 	// streams maps "--output" and "--events" to goalrun's own stdout or
 	// stderr when the flag names it (outside --json: streamAliases); such
@@ -529,7 +530,7 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	// goalrun's own --output and --events are not the agent's changes as
 	// long as they are the files goalrun opened; what the agent puts in
 	// their place is.
-	trackOpt := goal.ChangeOptions{Check: cfg.until, JudgeCmd: cfg.judgeCmd, Evidence: ev, PatchBytes: eng.patchBytes}
+	trackOpt := workspace.Options{Check: cfg.until, JudgeCmd: cfg.judgeCmd, Evidence: ev, PatchBytes: eng.patchBytes}
 	trackRoot := cfg.dir
 	if posture.Mount != nil {
 		trackOpt.Root, trackRoot = *posture.Mount, *posture.Mount

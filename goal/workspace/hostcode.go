@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"crypto/sha256"
@@ -12,7 +12,7 @@ import (
 )
 
 // HostCodeMax bounds the entries naming changes to git's executable
-// configuration (WorkspaceDiff.HostCode, changes.git_executable): 8. They
+// configuration (Diff.HostCode, changes.git_executable): 8. They
 // are collapsed per folder first (a git directory's hooks, a new
 // repository); beyond the bound the last entry counts the rest.
 const HostCodeMax = 8
@@ -37,7 +37,7 @@ type hostIndex struct {
 // indexHost builds the hostIndex of snapshot s, reading the configuration
 // files through root. topAbs is the scanned folder's absolute host path
 // (absolute paths in the configuration are resolved against it).
-func (t *WorkspaceTracker) indexHost(root *os.Root, s *snapshot, topAbs string) *hostIndex {
+func (t *Tracker) indexHost(root *os.Root, s *snapshot, topAbs string) *hostIndex {
 	h := &hostIndex{gitDirs: map[string]bool{}, named: map[string]string{}, attrs: map[string]bool{}}
 	for _, p := range s.paths {
 		if rel, in := insideGit(p); in {
@@ -79,7 +79,7 @@ func (t *WorkspaceTracker) indexHost(root *os.Root, s *snapshot, topAbs string) 
 					h.attrs[p] = true
 				}
 			case "command":
-				for _, w := range shellWords(strings.TrimPrefix(strings.TrimSpace(v.value), "!")) {
+				for _, w := range ShellWords(strings.TrimPrefix(strings.TrimSpace(v.value), "!")) {
 					if !strings.Contains(w, "/") {
 						continue // found on PATH, not in the workspace
 					}
@@ -192,7 +192,7 @@ const (
 // diff or merge driver or a submodule command. It returns them collapsed
 // per folder (RiskyPath, at most HostCodeMax, sorted by path) and the set of
 // the changed paths they cover.
-func (t *WorkspaceTracker) hostCode(root *os.Root, base, cur *snapshot) ([]RiskyPath, map[string]bool) {
+func (t *Tracker) hostCode(root *os.Root, base, cur *snapshot) ([]RiskyPath, map[string]bool) {
 	if t.host == nil {
 		return nil, nil
 	}
@@ -255,7 +255,7 @@ func (t *WorkspaceTracker) hostCode(root *os.Root, base, cur *snapshot) ([]Risky
 // hostReason says whether the change of p (o → n) is a change to git's
 // executable configuration: the folder it is listed under and why, or
 // "" when it is not.
-func (t *WorkspaceTracker) hostReason(root *os.Root, p string, o, n *entry, cur *snapshot) (group, reason string) {
+func (t *Tracker) hostReason(root *os.Root, p string, o, n *entry, cur *snapshot) (group, reason string) {
 	h := t.host
 	if t.configs[p] {
 		if n == nil {
@@ -318,7 +318,7 @@ func (t *WorkspaceTracker) hostReason(root *os.Root, p string, o, n *entry, cur 
 
 // readText reads the current content of the regular file e at p (any
 // size up to MaxFileBytes), checked against the snapshot's hash.
-func (t *WorkspaceTracker) readText(root *os.Root, p string, e *entry) ([]byte, bool) {
+func (t *Tracker) readText(root *os.Root, p string, e *entry) ([]byte, bool) {
 	if e.mode&fs.ModeSymlink != 0 || !e.mode.IsRegular() || e.unread != "" {
 		return nil, false
 	}

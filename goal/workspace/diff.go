@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"bytes"
@@ -15,17 +15,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/goalrun/goalrun/grounding"
-	"github.com/goalrun/goalrun/report"
 )
 
-// File change statuses (FileChange.Status), the same words as
-// grounding.Change*.
+// File change statuses (FileChange.Status), the words of the goalrun/1
+// document's changes (docs/goalrun-1.md).
 const (
-	StatusAdded    = grounding.ChangeAdded
-	StatusModified = grounding.ChangeModified
-	StatusDeleted  = grounding.ChangeDeleted
+	StatusAdded    = "added"
+	StatusModified = "modified"
+	StatusDeleted  = "deleted"
 )
 
 // FileChange is one changed path.
@@ -63,8 +60,8 @@ type RiskyPath struct {
 	Reason string
 }
 
-// WorkspaceDiff is the run's changes, in detail.
-type WorkspaceDiff struct {
+// Diff is the run's changes, in detail.
+type Diff struct {
 	// Files are the changed paths in byte order of their path, git's
 	// database (GitInternal) excepted. Paths are relative to Root when it
 	// is set, else to the workspace.
@@ -79,7 +76,7 @@ type WorkspaceDiff struct {
 	// Insertions and Deletions are the totals over Files.
 	Insertions, Deletions int
 	// HostCode are the changes to git's executable configuration (see
-	// WorkspaceTracker.HostCode), collapsed per folder, at most HostCodeMax:
+	// Tracker.HostCode), collapsed per folder, at most HostCodeMax:
 	// a run with any fails closed. They head Risky too.
 	HostCode []RiskyPath
 	// Risky are the risky paths, the most serious first (at most 256).
@@ -94,62 +91,17 @@ type WorkspaceDiff struct {
 	// PatchSHA256 is the hex SHA-256 of the canonical unified diff (see
 	// writePatch); it identifies the change set.
 	PatchSHA256 string
-	// Patch is the start of that diff, at most ChangeOptions.PatchBytes
+	// Patch is the start of that diff, at most Options.PatchBytes
 	// bytes ("" when PatchBytes is 0); PatchCut says it was cut there.
 	Patch    string
 	PatchCut bool
-	// Truncated is true when a snapshot hit ChangeOptions.MaxFiles.
+	// Truncated is true when a snapshot hit Options.MaxFiles.
 	Truncated bool
 	// Root is the host folder the paths are relative to when the tracker
-	// covered a mount wider than the workspace (ChangeOptions.Root), and
+	// covered a mount wider than the workspace (Options.Root), and
 	// Workdir the workspace's slash path inside it; both "" otherwise.
 	Root, Workdir string
 }
-
-// Report returns the document's "changes" block.
-func (d *WorkspaceDiff) Report() *report.Changes {
-	c := &report.Changes{
-		FilesChanged: len(d.Files), Insertions: d.Insertions, Deletions: d.Deletions,
-		RiskyPaths: make([]string, 0, len(d.Risky)), CheckModified: d.CheckModified, PatchSHA256: d.PatchSHA256,
-	}
-	for _, f := range d.Files {
-		if len(c.Paths) == report.ChangedPathsMax {
-			c.PathsOmitted = len(d.Files) - len(c.Paths)
-			break
-		}
-		c.Paths = append(c.Paths, f.Path)
-	}
-	for _, r := range d.HostCode {
-		c.GitExecutable = append(c.GitExecutable, r.Path)
-	}
-	c.RiskyPaths = append(c.RiskyPaths, c.GitExecutable...)
-	if d.Truncated {
-		// Past MaxFiles nothing is compared: a changed check file or a
-		// planted workflow could hide there, so the report says so first
-		// (after git's executable configuration) and a pass is not taken
-		// as untouched (check_modified: neutral).
-		c.RiskyPaths = append(c.RiskyPaths, IncompleteChanges)
-		c.CheckModified = true
-	}
-	c.CheckModifiedReason = d.CheckModifiedReason
-	if c.CheckModified && c.CheckModifiedReason == "" {
-		c.CheckModifiedReason = IncompleteChanges
-	}
-	for _, r := range d.Risky[len(d.HostCode):] {
-		c.RiskyPaths = append(c.RiskyPaths, r.Path)
-	}
-	c.RiskyPathsOmitted = max(d.RiskyTotal-len(d.Risky), 0)
-	if d.Root != "" {
-		c.RelativeTo = report.RelativeToMount
-	}
-	return c
-}
-
-// IncompleteChanges heads changes.risky_paths when the workspace held more
-// files than the tracker compares (ChangeOptions.MaxFiles): the report
-// then covers only part of the tree, and check_modified is set because the
-// rest could hide a changed check file.
-const IncompleteChanges = "(too many files: the change report covers only part of the workspace)"
 
 // cappedBuffer keeps the first limit bytes written to it and drops the rest
 // (never failing the writer it is teed from).
@@ -204,8 +156,8 @@ func sameContent(a, b *entry) bool {
 
 // compare builds the diff of base → cur; contents are read from the
 // baseline store (old) and through root (new), safely.
-func (t *WorkspaceTracker) compare(ctx context.Context, root *os.Root, base, cur *snapshot) *WorkspaceDiff {
-	d := &WorkspaceDiff{Truncated: base.truncated || cur.truncated}
+func (t *Tracker) compare(ctx context.Context, root *os.Root, base, cur *snapshot) *Diff {
+	d := &Diff{Truncated: base.truncated || cur.truncated}
 	paths := mergeSorted(base.paths, cur.paths)
 	sum := sha256.New()
 	var patch io.Writer = sum
@@ -286,7 +238,7 @@ func (t *WorkspaceTracker) compare(ctx context.Context, root *os.Root, base, cur
 // files declare at package level (any .go file there, test files and
 // build-constrained ones included: any of them may be compiled into the
 // test binary), read through root; memoised per folder.
-func (t *WorkspaceTracker) goDeclsOf(root *os.Root, cur *snapshot) func(dir string) map[string]bool {
+func (t *Tracker) goDeclsOf(root *os.Root, cur *snapshot) func(dir string) map[string]bool {
 	memo := map[string]map[string]bool{}
 	return func(dir string) map[string]bool {
 		if m, ok := memo[dir]; ok {
@@ -354,7 +306,7 @@ func testRunnerConfigChanged(base string, a, b []byte, aOK, bOK bool) (py, tox b
 
 // oldContent returns the baseline text of e when it was kept (or an empty
 // text when the path did not exist).
-func (t *WorkspaceTracker) oldContent(e *entry) ([]byte, bool) {
+func (t *Tracker) oldContent(e *entry) ([]byte, bool) {
 	switch {
 	case e == nil:
 		return nil, true
@@ -371,7 +323,7 @@ func (t *WorkspaceTracker) oldContent(e *entry) ([]byte, bool) {
 // newContent returns the current text of the file e describes, read safely
 // again (and checked against the snapshot's hash), when it is a text file
 // within the diff bound; a file the snapshot did not read stays unread.
-func (t *WorkspaceTracker) newContent(root *os.Root, p string, e *entry, fc *FileChange) ([]byte, bool) {
+func (t *Tracker) newContent(root *os.Root, p string, e *entry, fc *FileChange) ([]byte, bool) {
 	switch {
 	case e == nil:
 		return nil, true
@@ -473,7 +425,7 @@ var riskOrder = []string{riskCheck, riskTest, riskOwnFile, riskLinkOut, riskLink
 	riskOwners, riskGit, riskGitDB, riskAgent, riskPytestCfg, riskScripts, riskGenerate, riskBuild}
 
 // classify fills fc.Risky and fc.CheckFile.
-func (t *WorkspaceTracker) classify(fc *FileChange, o, n *entry, oldText, newText []byte, oldOK, newOK bool, env *classifyEnv) {
+func (t *Tracker) classify(fc *FileChange, o, n *entry, oldText, newText []byte, oldOK, newOK bool, env *classifyEnv) {
 	p := fc.Path
 	add := func(r string) { fc.Risky = append(fc.Risky, r) }
 	if t.checkFiles[p] || runnerConfig(p, t.sub, t.checkRun) {
@@ -747,16 +699,16 @@ func goGenerate(data []byte) string {
 	return strings.Join(lines, "\n")
 }
 
-// runnersOf returns the test runners and build tools a check command line
+// Runners returns the test runners and build tools a check command line
 // uses, by the names its words give ("go" and "gotest" for go test,
 // "pytest", "unittest", "make", "npm", …), read with a real shell parser.
-func runnersOf(check string) map[string]bool {
+func Runners(check string) map[string]bool {
 	runs := map[string]bool{}
 	cmds, _ := shellCommands(check)
 	for _, c := range cmds {
 		checkRunners(c, runs)
 	}
-	words := shellWords(check)
+	words := ShellWords(check)
 	for i, w := range words {
 		lw := strings.ToLower(path.Base(w))
 		switch lw {
@@ -812,8 +764,8 @@ var pythonMarkers = map[string]bool{"pyproject.toml": true, "setup.py": true, "s
 // workspace): the check runs in the workspace, so its words are resolved
 // from there ("../test.sh" with sub "app" is "test.sh").
 func checkFilesOf(check, sub string, base *snapshot) (map[string]bool, map[string]bool) {
-	files, runs := map[string]bool{}, runnersOf(check)
-	for _, w := range shellWords(check) {
+	files, runs := map[string]bool{}, Runners(check)
+	for _, w := range ShellWords(check) {
 		if sub != "" && !path.IsAbs(w) {
 			w = path.Join(sub, w)
 		}

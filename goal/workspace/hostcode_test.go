@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/goalrun/goalrun/report"
 )
 
 // gitRun runs the real git in dir with no user or system configuration
@@ -151,7 +149,7 @@ func TestHostCodeFailsClosed(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := gitWorkspace(t, base, baseConfig...)
-			tr := NewWorkspaceTracker(dir, ChangeOptions{Check: "go test ./...", TempDir: t.TempDir()})
+			tr := New(dir, Options{Check: "go test ./...", TempDir: t.TempDir()})
 			t.Cleanup(func() { tr.Close() })
 			ctx := context.Background()
 			if err := tr.Baseline(ctx); err != nil {
@@ -170,12 +168,11 @@ func TestHostCodeFailsClosed(t *testing.T) {
 			if got := pathsOf(d.HostCode); !slices.Equal(got, c.host) {
 				t.Errorf("diff's HostCode = %q, want %q", got, c.host)
 			}
-			rep := d.Report()
-			if !slices.Equal(rep.GitExecutable, c.host) {
-				t.Errorf("git_executable = %q, want %q", rep.GitExecutable, c.host)
+			if host := pathsOf(d.HostCode); !slices.Equal(host, c.host) {
+				t.Errorf("host code = %q, want %q", host, c.host)
 			}
-			if len(c.host) > 0 && !slices.Equal(rep.RiskyPaths[:len(c.host)], c.host) {
-				t.Errorf("risky_paths = %q, want %q first", rep.RiskyPaths, c.host)
+			if risky := pathsOf(d.Risky); len(c.host) > 0 && !slices.Equal(risky[:len(c.host)], c.host) {
+				t.Errorf("risky paths = %q, want %q first", risky, c.host)
 			}
 			for _, r := range d.HostCode {
 				if r.Reason == "" {
@@ -192,47 +189,4 @@ func pathsOf(rs []RiskyPath) []string {
 		out = append(out, r.Path)
 	}
 	return out
-}
-
-// TestHostCodeNeverCut: twenty symlinks pointing out of the workspace (more
-// serious than most) and more hooks than one entry per path could list do
-// not push git's executable configuration out of the risky paths, neither
-// in the tracker's report nor in the finished document (16-path cap), nor
-// when the encoder must empty the list to fit the document's bound.
-func TestHostCodeNeverCut(t *testing.T) {
-	dir := gitWorkspace(t, map[string]string{"main.go": "package main\n"})
-	tr := NewWorkspaceTracker(dir, ChangeOptions{Check: "go test ./...", TempDir: t.TempDir()})
-	t.Cleanup(func() { tr.Close() })
-	ctx := context.Background()
-	if err := tr.Baseline(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if err := os.Symlink("/etc/passwd", filepath.Join(dir, fmt.Sprintf("link%02d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitRun(t, dir, "config", "core.fsmonitor", "touch /tmp/pwned")
-	for i := range 10 { // ten new repositories: more than HostCodeMax entries
-		d := filepath.Join(dir, fmt.Sprintf("r%d", i))
-		os.Mkdir(d, 0o755)
-		gitRun(t, d, "init", "-q")
-	}
-	d := chDiff(t, tr)
-	rep := d.Report()
-	if len(rep.GitExecutable) != HostCodeMax || rep.GitExecutable[0] != ".git/config" ||
-		rep.GitExecutable[HostCodeMax-1] != "(4 more changes to git's executable configuration)" {
-		t.Fatalf("git_executable = %q, want .git/config first, %d entries, the rest counted", rep.GitExecutable, HostCodeMax)
-	}
-	doc := report.Finish(report.Run{Check: "go test ./...", Passed: true, Grounded: true, IterationsTaken: 1, Changes: rep}, nil)
-	if !slices.Equal(doc.Changes.RiskyPaths[:HostCodeMax], rep.GitExecutable) || len(doc.Changes.RiskyPaths) != report.RiskyPathsMax {
-		t.Errorf("document risky_paths = %q, want git_executable first within the cap", doc.Changes.RiskyPaths)
-	}
-	if doc.Changes.RiskyPathsOmitted != 20+len(rep.GitExecutable)-report.RiskyPathsMax {
-		t.Errorf("risky_paths_omitted = %d", doc.Changes.RiskyPathsOmitted)
-	}
-	if doc.Goal.Passed || doc.Goal.Grounded || doc.Goal.Halt == nil || *doc.Goal.Halt != report.HaltUnsafeChange ||
-		doc.Conclusion != report.ConclusionFailure || !strings.Contains(doc.Goal.HaltReason, ".git/config") {
-		t.Errorf("a passing check over a changed .git/config: goal %+v, conclusion %s; want not passed, unsafe_change, failure", *doc.Goal, doc.Conclusion)
-	}
 }

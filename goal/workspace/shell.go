@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"path"
@@ -189,9 +189,9 @@ func unescapeDouble(s string) string {
 	return b.String()
 }
 
-// shellWords returns every literal word of a command line's simple
+// ShellWords returns every literal word of a command line's simple
 // commands (shellCommands), in order, nested scripts included.
-func shellWords(s string) []string {
+func ShellWords(s string) []string {
 	cmds, _ := shellCommands(s)
 	var words []string
 	for _, c := range cmds {

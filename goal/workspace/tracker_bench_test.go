@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func BenchmarkBaseline(b *testing.B) {
 	dir := benchWorkspace(b, 5000)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		tr := NewWorkspaceTracker(dir, ChangeOptions{TempDir: b.TempDir()})
+		tr := New(dir, Options{TempDir: b.TempDir()})
 		if err := tr.Baseline(context.Background()); err != nil {
 			b.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func BenchmarkBaseline(b *testing.B) {
 // changed nothing: lstat only, hashes reused (5000 files).
 func BenchmarkAfterTurnUnchanged(b *testing.B) {
 	dir := benchWorkspace(b, 5000)
-	tr := NewWorkspaceTracker(dir, ChangeOptions{TempDir: b.TempDir()})
+	tr := New(dir, Options{TempDir: b.TempDir()})
 	defer tr.Close()
 	if err := tr.Baseline(context.Background()); err != nil {
 		b.Fatal(err)
@@ -60,7 +60,7 @@ func BenchmarkAfterTurnUnchanged(b *testing.B) {
 // BenchmarkDiff measures the final changes with 50 of 5000 files edited.
 func BenchmarkDiff(b *testing.B) {
 	dir := benchWorkspace(b, 5000)
-	tr := NewWorkspaceTracker(dir, ChangeOptions{TempDir: b.TempDir()})
+	tr := New(dir, Options{TempDir: b.TempDir()})
 	defer tr.Close()
 	if err := tr.Baseline(context.Background()); err != nil {
 		b.Fatal(err)

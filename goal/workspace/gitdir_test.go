@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"context"
@@ -67,7 +67,7 @@ func TestHostCodeAnyFolderGitTakesForARepository(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := gitWorkspace(t, map[string]string{"main.go": "package main\n", "fixtures/HEAD": "ref: refs/heads/main\n"})
-			tr := NewWorkspaceTracker(dir, ChangeOptions{Check: "go test ./...", TempDir: t.TempDir()})
+			tr := New(dir, Options{Check: "go test ./...", TempDir: t.TempDir()})
 			t.Cleanup(func() { tr.Close() })
 			ctx := context.Background()
 			if err := tr.Baseline(ctx); err != nil {
@@ -168,11 +168,11 @@ func TestHostCodeGoalrunConfig(t *testing.T) {
 				files[k] = v
 			}
 			chWrite(t, dir, files)
-			ws, opt := dir, ChangeOptions{Check: "go test ./...", TempDir: t.TempDir(), ConfigFiles: c.configs}
+			ws, opt := dir, Options{Check: "go test ./...", TempDir: t.TempDir(), ConfigFiles: c.configs}
 			if c.root {
 				ws, opt.Root = filepath.Join(dir, "app"), dir
 			}
-			tr := NewWorkspaceTracker(ws, opt)
+			tr := New(ws, opt)
 			t.Cleanup(func() { tr.Close() })
 			ctx := context.Background()
 			if err := tr.Baseline(ctx); err != nil {
@@ -189,8 +189,8 @@ func TestHostCodeGoalrunConfig(t *testing.T) {
 				t.Errorf("HostCode = %q, want %q", got, c.host)
 			}
 			d := chDiff(t, tr)
-			if rep := d.Report(); !slices.Equal(rep.GitExecutable, c.host) || len(c.host) > 0 && rep.RiskyPaths[0] != c.host[0] {
-				t.Errorf("git_executable %q, risky_paths %q; want %q first", rep.GitExecutable, rep.RiskyPaths, c.host)
+			if host, risky := pathsOf(d.HostCode), pathsOf(d.Risky); !slices.Equal(host, c.host) || len(c.host) > 0 && risky[0] != c.host[0] {
+				t.Errorf("host code %q, risky paths %q; want %q first", host, risky, c.host)
 			}
 			if c.risky != "" && riskyOf(d)[c.risky] == "" {
 				t.Errorf("risky paths %v, want %s", riskyOf(d), c.risky)

@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"strings"

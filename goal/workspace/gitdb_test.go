@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"context"
@@ -102,9 +102,8 @@ func TestChangesGitDatabase(t *testing.T) {
 			if !reflect.DeepEqual(risky, c.risky) {
 				t.Errorf("risky = %q, want %q", risky, c.risky)
 			}
-			rep := d.Report()
-			if rep.FilesChanged != len(c.files) || rep.RiskyPathsOmitted != 0 {
-				t.Errorf("report = %+v, want %d files changed, nothing omitted", rep, len(c.files))
+			if len(d.Files) != len(c.files) || d.RiskyTotal != len(d.Risky) {
+				t.Errorf("diff = %+v, want %d files changed, nothing omitted", d, len(c.files))
 			}
 			if changed := len(c.risky) > 0 || len(c.files) > 0; (s0 != s1) != changed {
 				t.Errorf("state changed = %v, want %v", s0 != s1, changed)
@@ -133,7 +132,7 @@ func TestChangesGitDatabaseBudget(t *testing.T) {
 		files[filepath.Join(".git/objects/aa", string(rune('a'+i%26))+string(rune('a'+i/26)))] = "x"
 	}
 	chWrite(t, dir, files)
-	tr := NewWorkspaceTracker(dir, ChangeOptions{MaxFiles: 20, TempDir: t.TempDir()})
+	tr := New(dir, Options{MaxFiles: 20, TempDir: t.TempDir()})
 	defer tr.Close()
 	if err := tr.Baseline(context.Background()); err != nil {
 		t.Fatal(err)

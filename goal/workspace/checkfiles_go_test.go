@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"maps"
@@ -143,7 +143,7 @@ func TestGoCheckRules(t *testing.T) {
 			maps.Copy(files, c.base)
 			tr, dir := chTracker(t, check, files)
 			chWrite(t, dir, c.edit)
-			rep := chDiff(t, tr).Report()
+			rep := chDiff(t, tr)
 			switch {
 			case c.reason == "" && rep.CheckModified:
 				t.Errorf("check_modified (%s), want not", rep.CheckModifiedReason)
@@ -183,7 +183,7 @@ func TestRunnerShadowing(t *testing.T) {
 		t.Run(c.check+" "+c.file, func(t *testing.T) {
 			tr, dir := chTracker(t, c.check, base)
 			chWrite(t, dir, map[string]string{c.file: "import sys\nprint('1 passed in 0.01s')\nsys.exit(0)\n"})
-			if rep := chDiff(t, tr).Report(); rep.CheckModified != c.want {
+			if rep := chDiff(t, tr); rep.CheckModified != c.want {
 				t.Errorf("check_modified = %v (%s), want %v", rep.CheckModified, rep.CheckModifiedReason, c.want)
 			}
 		})
@@ -195,13 +195,13 @@ func TestRunnerShadowing(t *testing.T) {
 func TestJudgeCommandFilesAreTheCheck(t *testing.T) {
 	dir := t.TempDir()
 	chWrite(t, dir, map[string]string{"judge.sh": "grep -q fixed notes.txt\n", "notes.txt": "todo\n"})
-	tr := NewWorkspaceTracker(dir, ChangeOptions{Check: "go test ./...", JudgeCmd: "sh ./judge.sh", TempDir: t.TempDir()})
+	tr := New(dir, Options{Check: "go test ./...", JudgeCmd: "sh ./judge.sh", TempDir: t.TempDir()})
 	t.Cleanup(func() { tr.Close() })
 	if err := tr.Baseline(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	chWrite(t, dir, map[string]string{"judge.sh": "exit 0\n"})
-	if rep := chDiff(t, tr).Report(); !rep.CheckModified || !strings.Contains(rep.CheckModifiedReason, "judge.sh: the check's own file") {
+	if rep := chDiff(t, tr); !rep.CheckModified || !strings.Contains(rep.CheckModifiedReason, "judge.sh: the check's own file") {
 		t.Errorf("check_modified %v (%s), want the judge's script", rep.CheckModified, rep.CheckModifiedReason)
 	}
 }

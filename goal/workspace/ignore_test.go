@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestChangesIgnore: ChangeOptions.Ignore leaves goalrun's own files (its
+// TestChangesIgnore: Options.Ignore leaves goalrun's own files (its
 // --events log, its --output document) out of the changes and of the state
 // fingerprint, relative to the tracked root, and only at exactly those
 // paths: an agent that makes a folder there, or writes beside them, is
@@ -18,7 +18,7 @@ func TestChangesIgnore(t *testing.T) {
 	cases := []struct {
 		name    string
 		workdir string // the workspace below the tracked folder ("" = the same)
-		root    bool   // track the wider folder (ChangeOptions.Root)
+		root    bool   // track the wider folder (Options.Root)
 		files   map[string]string
 		ignore  []string
 		edit    map[string]string
@@ -64,10 +64,10 @@ func TestChangesIgnore(t *testing.T) {
 			files:  map[string]string{"events.jsonl": "", "app/events.jsonl": ""},
 			ignore: []string{"events.jsonl"},
 			edit:   map[string]string{"events.jsonl": "{}\n", "app/events.jsonl": "{}\n"}, want: []string{"app/events.jsonl"}},
-		{name: "absolute path", ignore: []string{"/tmp/events.jsonl"}, baseError: "ChangeOptions.Ignore"},
-		{name: "empty path", ignore: []string{""}, baseError: "ChangeOptions.Ignore"},
-		{name: "the root itself", ignore: []string{"."}, baseError: "ChangeOptions.Ignore"},
-		{name: "a path leaving the root", ignore: []string{"../doc.json"}, baseError: "ChangeOptions.Ignore"},
+		{name: "absolute path", ignore: []string{"/tmp/events.jsonl"}, baseError: "Options.Ignore"},
+		{name: "empty path", ignore: []string{""}, baseError: "Options.Ignore"},
+		{name: "the root itself", ignore: []string{"."}, baseError: "Options.Ignore"},
+		{name: "a path leaving the root", ignore: []string{"../doc.json"}, baseError: "Options.Ignore"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,11 +77,11 @@ func TestChangesIgnore(t *testing.T) {
 			if err := os.MkdirAll(ws, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			opt := ChangeOptions{Check: "false", TempDir: t.TempDir(), Ignore: tc.ignore}
+			opt := Options{Check: "false", TempDir: t.TempDir(), Ignore: tc.ignore}
 			if tc.root {
 				opt.Root = top
 			}
-			tr := NewWorkspaceTracker(ws, opt)
+			tr := New(ws, opt)
 			defer tr.Close()
 			err := tr.Baseline(context.Background())
 			if tc.baseError != "" {
@@ -120,8 +120,8 @@ func TestChangesIgnore(t *testing.T) {
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("changed %q, want %q", got, tc.want)
 			}
-			if c := d.Report(); c.FilesChanged != len(tc.want) {
-				t.Errorf("files_changed %d, want %d", c.FilesChanged, len(tc.want))
+			if len(d.Files) != len(tc.want) {
+				t.Errorf("files changed %d, want %d", len(d.Files), len(tc.want))
 			}
 		})
 	}

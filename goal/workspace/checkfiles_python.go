@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"crypto/rand"
@@ -244,7 +244,7 @@ func iniSections(data []byte, names []string) string {
 	return out.String()
 }
 
-// checkPythonEnv is the environment every check step gets so that Python
+// CheckPythonEnv is the environment every check step gets so that Python
 // never trusts bytecode found in the tree: PYTHONDONTWRITEBYTECODE=1 (no
 // .pyc is written, by Python or by pytest's assertion rewriting) and
 // PYTHONPYCACHEPREFIX set to a fresh folder nobody can have filled — a
@@ -253,7 +253,7 @@ func iniSections(data []byte, names []string) string {
 // get_cache_dir) reads a __pycache__ the agent planted beside a source.
 // Sourceless bytecode (module.pyc with no module.py) is still imported:
 // pythonCheckReason counts it as a change to the check.
-func checkPythonEnv() map[string]string {
+func CheckPythonEnv() map[string]string {
 	return map[string]string{
 		"PYTHONDONTWRITEBYTECODE": "1",
 		"PYTHONPYCACHEPREFIX":     "/tmp/goalrun-pycache-" + rand.Text(),

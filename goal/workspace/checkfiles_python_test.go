@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"maps"
@@ -92,7 +92,7 @@ func TestPythonCheckRules(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rep := chDiff(t, tr).Report()
+			rep := chDiff(t, tr)
 			switch {
 			case c.reason == "" && rep.CheckModified:
 				t.Errorf("check_modified (%s), want not", rep.CheckModifiedReason)

@@ -1,4 +1,4 @@
-package goal
+package workspace
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/goalrun/goalrun/report"
 )
 
 // TestChangesMountRoot: when the sandbox mounted a folder wider than the
@@ -35,7 +33,7 @@ func TestChangesMountRoot(t *testing.T) {
 		files     []string // want d.Files paths
 		risky     []string // want d.Risky paths
 		checkMod  bool
-		relTo     string
+		mount     bool // paths relative to the mount (Diff.Root set)
 		baseError string
 	}{
 		{name: "the attack: the check's script, a workflow and a hook above the workspace",
@@ -44,23 +42,23 @@ func TestChangesMountRoot(t *testing.T) {
 				".git/hooks/pre-commit": "#!/bin/sh\n", "app/a.txt": "b\n"},
 			files:    []string{".git/hooks/pre-commit", ".github/workflows/evil.yml", "app/a.txt", "test.sh"},
 			risky:    []string{".git/hooks/pre-commit", "test.sh", ".github/workflows/evil.yml"},
-			checkMod: true, relTo: report.RelativeToMount},
+			checkMod: true, mount: true},
 		{name: "a branch moved above the workspace",
 			check: "false", workdir: "app", root: func(r string) string { return r },
 			edit:  map[string]string{".git/refs/heads/main": "2222222222222222222222222222222222222222\n"},
-			risky: []string{".git/refs/heads/main"}, relTo: report.RelativeToMount},
+			risky: []string{".git/refs/heads/main"}, mount: true},
 		{name: "./run.sh is resolved from the workspace",
 			check: "./run.sh", workdir: "app", root: func(r string) string { return r },
 			edit:  map[string]string{"app/run.sh": "exit 0\n"},
-			files: []string{"app/run.sh"}, risky: []string{"app/run.sh"}, checkMod: true, relTo: report.RelativeToMount},
+			files: []string{"app/run.sh"}, risky: []string{"app/run.sh"}, checkMod: true, mount: true},
 		{name: "make reads the workspace's Makefile, not the root's",
 			check: "make test", workdir: "app", root: func(r string) string { return r },
 			edit:  map[string]string{"Makefile": "test:\n\ttrue\n"},
-			files: []string{"Makefile"}, risky: []string{"Makefile"}, relTo: report.RelativeToMount},
+			files: []string{"Makefile"}, risky: []string{"Makefile"}, mount: true},
 		{name: "make test with the workspace's Makefile edited",
 			check: "make test", workdir: "app", root: func(r string) string { return r },
 			edit:  map[string]string{"app/Makefile": "test:\n\ttrue\n"},
-			files: []string{"app/Makefile"}, risky: []string{"app/Makefile"}, checkMod: true, relTo: report.RelativeToMount},
+			files: []string{"app/Makefile"}, risky: []string{"app/Makefile"}, checkMod: true, mount: true},
 		{name: "root reached through a symlink",
 			check: "sh ../test.sh", workdir: "app", root: func(r string) string {
 				l := filepath.Join(t.TempDir(), "link")
@@ -70,7 +68,7 @@ func TestChangesMountRoot(t *testing.T) {
 				return l
 			},
 			edit:  map[string]string{"test.sh": "exit 0\n"},
-			files: []string{"test.sh"}, risky: []string{"test.sh"}, checkMod: true, relTo: report.RelativeToMount},
+			files: []string{"test.sh"}, risky: []string{"test.sh"}, checkMod: true, mount: true},
 		{name: "no mount given: the workspace alone",
 			check: "sh ../test.sh", workdir: "app", root: func(string) string { return "" },
 			edit:  map[string]string{"test.sh": "exit 0\n", "app/a.txt": "b\n"},
@@ -88,7 +86,7 @@ func TestChangesMountRoot(t *testing.T) {
 			r := t.TempDir()
 			chWrite(t, r, repo)
 			ws := filepath.Join(r, c.workdir)
-			tr := NewWorkspaceTracker(ws, ChangeOptions{Check: c.check, Root: c.root(r), TempDir: t.TempDir()})
+			tr := New(ws, Options{Check: c.check, Root: c.root(r), TempDir: t.TempDir()})
 			defer tr.Close()
 			err := tr.Baseline(context.Background())
 			if c.baseError != "" {
@@ -115,11 +113,10 @@ func TestChangesMountRoot(t *testing.T) {
 			if !slices.Equal(risky, c.risky) {
 				t.Errorf("risky = %q, want %q", risky, c.risky)
 			}
-			rep := d.Report()
-			if rep.CheckModified != c.checkMod || rep.RelativeTo != c.relTo {
-				t.Errorf("check_modified = %v, relative_to = %q; want %v, %q", rep.CheckModified, rep.RelativeTo, c.checkMod, c.relTo)
+			if d.CheckModified != c.checkMod || (d.Root != "") != c.mount {
+				t.Errorf("check modified = %v, root = %q; want %v, relative to the mount %v", d.CheckModified, d.Root, c.checkMod, c.mount)
 			}
-			if c.relTo != "" && (d.Workdir != c.workdir || d.Root == "") {
+			if c.mount && (d.Workdir != c.workdir || d.Root == "") {
 				t.Errorf("root %q, workdir %q; want the mount and %q", d.Root, d.Workdir, c.workdir)
 			}
 		})
