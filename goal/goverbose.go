@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/goalrun/goalrun/goal/workspace"
+	"github.com/goalrun/goalrun/grounding"
 )
 
 // goVerbosePrefix is put before a check that runs go test: it appends -v
@@ -21,7 +21,7 @@ const goVerbosePrefix = `GOFLAGS="${GOFLAGS:+$GOFLAGS }-v"; export GOFLAGS` + "\
 // for its verbose or JSON output (-v, -json, -test.v …): its output is then
 // shown as it is.
 func goVerboseAsked(check string) bool {
-	for _, w := range workspace.ShellWords(check) {
+	for _, w := range grounding.ShellWords(check) {
 		switch {
 		case w == "-v", w == "--v", w == "-json", w == "--json", strings.HasPrefix(w, "-v="), strings.HasPrefix(w, "-test.v"),
 			strings.HasPrefix(w, "-json="):

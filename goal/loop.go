@@ -19,7 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/goalrun/goalrun/goal/agent"
-	"github.com/goalrun/goalrun/goal/workspace"
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 )
@@ -689,7 +689,7 @@ func (l *loop) runCheck(ctx context.Context, i int) (CheckRun, error) {
 	l.events.Emit(report.EventCheckStarted, report.PhaseVerifying, "check: "+l.cfg.Check,
 		map[string]any{"iteration": i, "command": l.cfg.Check})
 	scan := NewOutputScanner()
-	runs := workspace.Runners(l.cfg.Check)
+	runs := grounding.Runners(l.cfg.Check)
 	tally := &testTally{pytest: runs["pytest"]}
 	script := l.cfg.Check
 	// What people see (the kept tail); the scanner and the tally read
@@ -710,7 +710,7 @@ func (l *loop) runCheck(ctx context.Context, i int) (CheckRun, error) {
 	res, err := l.cfg.Sandbox.Exec(ctx, sandbox.Cmd{
 		Role:    sandbox.RoleCheck,
 		Args:    sandbox.Shell(script),
-		Env:     workspace.CheckPythonEnv(),
+		Env:     grounding.CheckPythonEnv(),
 		Stdout:  out,
 		Stderr:  out,
 		Timeout: l.cfg.StepTimeout,

@@ -17,11 +17,24 @@
 // its sentence and the reason, as the document's "ungrounded_claims"
 // entries.
 //
+// # Check files and risky paths
+//
+// A pass proves little when the agent changed what the check runs. Check
+// (NewCheck, checkfiles*.go) knows the check command's own files — the
+// files its shell words name, read with a real shell parser, and its test
+// runners' configuration — and Check.Classify says of each changed path
+// whether it changes what the check runs (its files, test files, the Go
+// and Python rules: code run before the tests, shadowed modules, …) and
+// why it is risky (risk.go: workflows, git's configuration, links out of
+// the tree, agent configuration, build scripts, …). The workspace tracker
+// (goal/workspace) applies them to every changed path.
+//
 // # Layering
 //
 // grounding works on plain values. It takes the document's shapes and
 // caps from package report (a receipt in, an ungrounded claim out) and
 // knows nothing of the loop, the sandbox, the agents or GitHub: package
-// goal feeds it during a run and cmd/goalrun builds it. report never
-// imports it (docs/architecture.md, docs/deps_test.go).
+// goal feeds it during a run, goal/workspace applies its check-file and
+// risk rules, and cmd/goalrun builds it. report never imports it
+// (docs/architecture.md, docs/deps_test.go).
 package grounding

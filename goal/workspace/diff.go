@@ -5,16 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/goalrun/goalrun/grounding"
 )
 
 // File change statuses (FileChange.Status), the words of the goalrun/1
@@ -192,7 +191,7 @@ func (t *Tracker) compare(ctx context.Context, root *os.Root, base, cur *snapsho
 			fc.Status = StatusModified
 		}
 		if (o != nil && o.internal) || (n != nil && n.internal) {
-			fc.Binary, fc.Risky = true, []string{riskGitDB}
+			fc.Binary, fc.Risky = true, []string{grounding.RiskGitDB}
 			d.GitInternal = append(d.GitInternal, fc)
 			continue
 		}
@@ -213,7 +212,7 @@ func (t *Tracker) compare(ctx context.Context, root *os.Root, base, cur *snapsho
 		d.Deletions += fc.Deletions
 		if fc.CheckFile {
 			d.CheckModified = true
-			if r := checkReasonRank(fc.CheckReason); d.CheckModifiedReason == "" || r < bestCheck {
+			if r := grounding.CheckReasonRank(fc.CheckReason); d.CheckModifiedReason == "" || r < bestCheck {
 				d.CheckModifiedReason, bestCheck = fc.Path+": "+fc.CheckReason, r
 			}
 		}
@@ -256,7 +255,7 @@ func (t *Tracker) goDeclsOf(root *os.Root, cur *snapshot) func(dir string) map[s
 				continue
 			}
 			if b, err := t.readRegular(root, p, e); err == nil {
-				goPackageDecls(b, m)
+				grounding.GoPackageDecls(b, m)
 			}
 		}
 		memo[dir] = m
@@ -264,18 +263,24 @@ func (t *Tracker) goDeclsOf(root *os.Root, cur *snapshot) func(dir string) map[s
 	}
 }
 
-// classifyEnv is what classify knows of the current tree besides the file
-// it classifies.
+// classifyEnv is what the check-file and risk rules know of the current
+// tree besides the file they classify (a grounding.Tree).
 type classifyEnv struct {
 	decls func(dir string) map[string]bool // a folder's Go package-level names
 	cur   *snapshot
 }
 
-// has reports whether the current tree holds p (not a folder).
-func (c *classifyEnv) has(p string) bool { return c.cur.entries[p] != nil }
+var _ grounding.Tree = (*classifyEnv)(nil)
 
-// children lists the current entries directly in the folder dir.
-func (c *classifyEnv) children(dir string) []string {
+// Has reports whether the current tree holds p (not a folder).
+func (c *classifyEnv) Has(p string) bool { return c.cur.entries[p] != nil }
+
+// GoDecls returns the names the Go files of the folder dir declare at
+// package level.
+func (c *classifyEnv) GoDecls(dir string) map[string]bool { return c.decls(dir) }
+
+// Children lists the current entries directly in the folder dir.
+func (c *classifyEnv) Children(dir string) []string {
 	prefix := ""
 	if dir != "." {
 		prefix = dir + "/"
@@ -287,21 +292,6 @@ func (c *classifyEnv) children(dir string) []string {
 		}
 	}
 	return out
-}
-
-// testRunnerConfigChanged reports whether a change to a file named base
-// changes pytest's (py) or tox's configuration in it (a side that cannot
-// be read counts).
-func testRunnerConfigChanged(base string, a, b []byte, aOK, bOK bool) (py, tox bool) {
-	switch base {
-	case "pyproject.toml":
-		return tomlTableChanged(a, b, aOK, bOK, "tool", "pytest"), tomlTableChanged(a, b, aOK, bOK, "tool", "tox")
-	case "tox.ini":
-		return iniSectionsChanged(a, b, aOK, bOK, "pytest"), iniSectionsChanged(a, b, aOK, bOK, "tox", "testenv")
-	case "setup.cfg":
-		return iniSectionsChanged(a, b, aOK, bOK, "tool:pytest"), iniSectionsChanged(a, b, aOK, bOK, "tox:tox", "testenv")
-	}
-	return true, false // pytest.ini, .pytest.ini: all of it is pytest's
 }
 
 // oldContent returns the baseline text of e when it was kept (or an empty
@@ -400,132 +390,21 @@ func mergeSorted(a, b []string) []string {
 	return out
 }
 
-// Risk reasons.
-const (
-	riskCheck     = "the check's own file"
-	riskTest      = "a test file"
-	riskOwnFile   = "replaced goalrun's own --output or --events file"
-	riskLinkOut   = "symlink pointing outside the workspace"
-	riskLinkAbs   = "symlink with an absolute target"
-	riskHardlink  = "hard link (never read)"
-	riskSpecial   = "special file (FIFO, socket or device; never read)"
-	riskWorkflow  = "GitHub Actions workflow or action"
-	riskOwners    = "code owners (who must review)"
-	riskGit       = "git configuration or hooks"
-	riskGitDB     = "git history, refs or index (a commit, a moved branch)"
-	riskAgent     = "agent or goalrun configuration"
-	riskBuild     = "build script"
-	riskScripts   = "package.json scripts changed"
-	riskGenerate  = "go:generate directive added or changed"
-	riskPytestCfg = "test runner configuration changed"
-)
-
-// riskOrder ranks reasons, most serious first.
-var riskOrder = []string{riskCheck, riskTest, riskOwnFile, riskLinkOut, riskLinkAbs, riskHardlink, riskSpecial, riskWorkflow,
-	riskOwners, riskGit, riskGitDB, riskAgent, riskPytestCfg, riskScripts, riskGenerate, riskBuild}
-
-// classify fills fc.Risky and fc.CheckFile.
+// classify fills fc.Risky, fc.CheckFile and fc.CheckReason by the
+// check-file and risk rules (grounding.Check.Classify).
 func (t *Tracker) classify(fc *FileChange, o, n *entry, oldText, newText []byte, oldOK, newOK bool, env *classifyEnv) {
-	p := fc.Path
-	add := func(r string) { fc.Risky = append(fc.Risky, r) }
-	if t.checkFiles[p] || runnerConfig(p, t.sub, t.checkRun) {
-		fc.CheckFile, fc.CheckReason = true, riskCheck
-		add(riskCheck)
-	} else if isTestFile(p) {
-		fc.CheckFile, fc.CheckReason = true, riskTest
-		add(riskTest)
-	} else if r := goCheckReason(p, t.checkRun, o == nil, oldText, newText, oldOK, newOK, env.decls); r != "" {
-		fc.CheckFile, fc.CheckReason = true, r
-		add(riskCheck)
-	} else if r := pythonCheckReason(p, t.checkRun, n, env.has, env.children, oldText, newText, oldOK, newOK); r != "" {
-		fc.CheckFile, fc.CheckReason = true, r
-		add(riskCheck)
-	}
-	if _, own := t.own[p]; own && n != nil {
-		// Never goalrun's file here: the tracker leaves that one out.
-		add(riskOwnFile)
+	_, own := t.own[fc.Path]
+	ch := grounding.Change{
+		Path: fc.Path, Added: o == nil, Removed: n == nil, ReplacesOwnFile: own,
+		Old: oldText, New: newText, OldOK: oldOK, NewOK: newOK,
 	}
 	if n != nil {
-		switch {
-		case n.mode&fs.ModeSymlink != 0:
-			if path.IsAbs(n.target) {
-				add(riskLinkAbs)
-			} else if cleanRel(path.Join(path.Dir(p), n.target)) == "" {
-				add(riskLinkOut)
-			}
-		case n.unread == "hard link":
-			add(riskHardlink)
-		case !n.mode.IsRegular():
-			add(riskSpecial)
-		}
+		ch.Symlink, ch.Target = n.mode&fs.ModeSymlink != 0, n.target
+		ch.HardLink = n.unread == "hard link"
+		ch.Special = !n.mode.IsRegular() && n.mode&fs.ModeSymlink == 0
 	}
-	base := path.Base(p)
-	lower := strings.ToLower(p)
-	switch {
-	case strings.HasPrefix(p, ".github/workflows/"), strings.HasPrefix(p, ".github/actions/"):
-		add(riskWorkflow)
-	case base == "CODEOWNERS" && (p == base || p == ".github/"+base || p == "docs/"+base || p == ".gitlab/"+base):
-		add(riskOwners)
-	case strings.HasPrefix(base, ".git") || strings.Contains("/"+p, "/.git/"):
-		add(riskGit)
-	}
-	if isAgentConfig(p) {
-		add(riskAgent)
-	}
-	if isBuildScript(p) {
-		add(riskBuild)
-	}
-	switch {
-	case base == "package.json":
-		if !oldOK || !newOK || jsonKeyChanged(oldText, newText, "scripts") {
-			add(riskScripts)
-			if t.checkRun["npm"] {
-				fc.CheckFile = true
-			}
-		}
-		if t.checkRun["npm"] && (!oldOK || !newOK || jsonKeyChanged(oldText, newText, "jest")) {
-			fc.CheckFile = true
-		}
-	case base == "pyproject.toml" || base == "setup.cfg" || base == "tox.ini" || base == ".pytest.ini" || base == "pytest.ini":
-		py, tox := testRunnerConfigChanged(base, oldText, newText, oldOK, newOK)
-		if py || tox {
-			add(riskPytestCfg)
-		}
-		if py && (t.checkRun["pytest"] || t.checkRun["tox"]) || tox && t.checkRun["tox"] {
-			fc.CheckFile = true
-		}
-	case strings.HasSuffix(lower, ".go"):
-		if newOK && goGenerateChanged(oldText, newText) {
-			add(riskGenerate)
-		}
-	}
-	if fc.CheckFile && !contains(fc.Risky, riskCheck) && !contains(fc.Risky, riskTest) {
-		add(riskCheck)
-	}
-	if fc.CheckFile && fc.CheckReason == "" {
-		fc.CheckReason = riskCheck
-	}
-}
-
-// checkReasonRank orders the reasons a file is the check's: its own files
-// first, then the Go rules, then test files.
-func checkReasonRank(r string) int {
-	switch r {
-	case riskCheck:
-		return 0
-	case riskTest:
-		return 2
-	}
-	return 1
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
+	c := t.check.Classify(ch, env)
+	fc.Risky, fc.CheckFile, fc.CheckReason = c.Risky, c.CheckFile, c.CheckReason
 }
 
 // rankRisky lists risky files, the most serious reason first, then by path,
@@ -536,10 +415,7 @@ func contains(list []string, s string) bool {
 // files changed)", since their names say nothing and a single commit
 // writes several.
 func rankRisky(files, git []FileChange, skip map[string]bool) ([]RiskyPath, int) {
-	rank := map[string]int{}
-	for i, r := range riskOrder {
-		rank[r] = i
-	}
+	rank := grounding.RiskRank
 	var out []RiskyPath
 	for _, f := range files {
 		if len(f.Risky) == 0 || skip[f.Path] {
@@ -547,7 +423,7 @@ func rankRisky(files, git []FileChange, skip map[string]bool) ([]RiskyPath, int)
 		}
 		best := f.Risky[0]
 		for _, r := range f.Risky[1:] {
-			if rank[r] < rank[best] {
+			if rank(r) < rank(best) {
 				best = r
 			}
 		}
@@ -562,14 +438,14 @@ func rankRisky(files, git []FileChange, skip map[string]bool) ([]RiskyPath, int)
 			objects[dir]++
 			continue
 		}
-		out = append(out, RiskyPath{Path: f.Path, Reason: riskGitDB})
+		out = append(out, RiskyPath{Path: f.Path, Reason: grounding.RiskGitDB})
 	}
 	for dir, n := range objects {
-		out = append(out, RiskyPath{Path: fmt.Sprintf("%s (%d %s changed)", dir, n, plural(n, "file", "files")), Reason: riskGitDB})
+		out = append(out, RiskyPath{Path: fmt.Sprintf("%s (%d %s changed)", dir, n, plural(n, "file", "files")), Reason: grounding.RiskGitDB})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		if rank[out[i].Reason] != rank[out[j].Reason] {
-			return rank[out[i].Reason] < rank[out[j].Reason]
+		if rank(out[i].Reason) != rank(out[j].Reason) {
+			return rank(out[i].Reason) < rank(out[j].Reason)
 		}
 		return out[i].Path < out[j].Path
 	})
@@ -610,256 +486,4 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-var (
-	reTestBase = regexp.MustCompile(`(?i)(_test\.go|^test_.*\.py|_test\.py|\.(test|spec)\.[cm]?[jt]sx?|\.spec\.\w+|_spec\.rb|_test\.rb|Tests?\.(java|kt|cs|php|swift|scala)|_test\.(rs|exs|dart|cc|cpp|c)|^conftest\.py|\.snap)$`)
-	testDirs   = map[string]bool{"test": true, "tests": true, "__tests__": true, "spec": true, "specs": true,
-		"testdata": true, "__snapshots__": true, "e2e": true, "test_data": true, "fixtures": true}
-)
-
-// isTestFile reports whether p is a test file or lies in a test directory.
-func isTestFile(p string) bool {
-	if reTestBase.MatchString(path.Base(p)) {
-		return true
-	}
-	dirs := strings.Split(path.Dir(p), "/")
-	for _, d := range dirs {
-		if testDirs[strings.ToLower(d)] {
-			return true
-		}
-	}
-	return false
-}
-
-// isAgentConfig reports agent and goalrun configuration: what a later run
-// of an agent (or of goalrun) obeys.
-func isAgentConfig(p string) bool {
-	first := strings.SplitN(p, "/", 2)[0]
-	switch first {
-	case ".claude", ".codex", ".gemini", ".cursor", ".aider", ".continue", ".windsurf":
-		return true
-	}
-	switch path.Base(p) {
-	case ".mcp.json", "CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "GEMINI.md", ".cursorrules", ".goalrun.yml",
-		".goalrun.yaml", ".aider.conf.yml", ".windsurfrules":
-		return true
-	}
-	return false
-}
-
-// isBuildScript reports files that a build or a developer's shell runs.
-func isBuildScript(p string) bool {
-	base := path.Base(p)
-	lb := strings.ToLower(base)
-	switch lb {
-	case "makefile", "gnumakefile", "build.sh", "build.rs", "justfile", "taskfile.yml", "taskfile.yaml",
-		"cmakelists.txt", "setup.py", "noxfile.py", ".envrc", ".pre-commit-config.yaml", ".npmrc", ".yarnrc",
-		".yarnrc.yml", "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "pom.xml",
-		"dockerfile", "containerfile", "rakefile", "build.ninja", "meson.build", "workspace", "module.bazel":
-		return true
-	}
-	if strings.HasSuffix(lb, ".mk") || strings.HasPrefix(lb, "dockerfile.") || strings.HasSuffix(lb, ".dockerfile") {
-		return true
-	}
-	return strings.HasPrefix(p, ".husky/") || strings.HasPrefix(p, ".devcontainer/")
-}
-
-// jsonKeyChanged reports whether a top-level key of two JSON documents
-// differs (an unparsable side counts as changed).
-func jsonKeyChanged(a, b []byte, key string) bool {
-	var x, y map[string]json.RawMessage
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return len(a) > 0 || len(b) > 0
-	}
-	return !bytes.Equal(compactJSON(x[key]), compactJSON(y[key]))
-}
-
-func compactJSON(m json.RawMessage) []byte {
-	var b bytes.Buffer
-	if len(m) == 0 || json.Compact(&b, m) != nil {
-		return m
-	}
-	return b.Bytes()
-}
-
-// goGenerateChanged reports whether the set of //go:generate lines differs.
-func goGenerateChanged(a, b []byte) bool {
-	return goGenerate(a) != goGenerate(b)
-}
-
-func goGenerate(data []byte) string {
-	var lines []string
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "//go:generate") {
-			lines = append(lines, strings.TrimSpace(line))
-		}
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
-
-// Runners returns the test runners and build tools a check command line
-// uses, by the names its words give ("go" and "gotest" for go test,
-// "pytest", "unittest", "make", "npm", …), read with a real shell parser.
-func Runners(check string) map[string]bool {
-	runs := map[string]bool{}
-	cmds, _ := shellCommands(check)
-	for _, c := range cmds {
-		checkRunners(c, runs)
-	}
-	words := ShellWords(check)
-	for i, w := range words {
-		lw := strings.ToLower(path.Base(w))
-		switch lw {
-		case "make", "gmake":
-			runs["make"] = true
-		case "npm", "yarn", "pnpm", "bun", "npx", "jest", "vitest", "mocha":
-			runs["npm"] = true
-		case "pytest", "py.test":
-			runs["pytest"] = true
-		case "tox", "nox":
-			runs["tox"] = true
-		case "cargo":
-			runs["cargo"] = true
-		case "just":
-			runs["just"] = true
-		case "task":
-			runs["task"] = true
-		case "mvn", "gradle", "gradlew":
-			runs["jvm"] = true
-		case "rspec", "rake", "bundle":
-			runs["ruby"] = true
-		case "phpunit":
-			runs["php"] = true
-		case "ctest", "cmake":
-			runs["cmake"] = true
-		case "bazel", "bazelisk":
-			runs["bazel"] = true
-		case "-m":
-			if i+1 < len(words) && (words[i+1] == "pytest" || words[i+1] == "unittest") {
-				runs[words[i+1]] = true
-			}
-		default:
-			if rePythonCmd.MatchString(lw) {
-				runs["python"] = true
-			}
-		}
-	}
-	return runs
-}
-
-// rePythonCmd matches a Python interpreter's name: python, python3,
-// python3.12, pypy3, uv, poetry, pipenv, hatch, pdm (which run it).
-var rePythonCmd = regexp.MustCompile(`^(python|pypy)\d*(\.\d+)?$|^(uv|poetry|pipenv|hatch|pdm|rye)$`)
-
-// pythonMarkers are files that make a tree a Python project.
-var pythonMarkers = map[string]bool{"pyproject.toml": true, "setup.py": true, "setup.cfg": true, "tox.ini": true,
-	"pytest.ini": true, ".pytest.ini": true, "conftest.py": true, "noxfile.py": true}
-
-// checkFilesOf returns the baseline files the check reads: the workspace
-// files its words name (a script, a Makefile given with -f) and the
-// configuration of the runners it uses; and which runners it uses. sub is
-// the workspace's slash path inside the scanned folder ("" when it is the
-// workspace): the check runs in the workspace, so its words are resolved
-// from there ("../test.sh" with sub "app" is "test.sh").
-func checkFilesOf(check, sub string, base *snapshot) (map[string]bool, map[string]bool) {
-	files, runs := map[string]bool{}, Runners(check)
-	for _, w := range ShellWords(check) {
-		if sub != "" && !path.IsAbs(w) {
-			w = path.Join(sub, w)
-		}
-		if p := cleanRel(w); p != "" {
-			if e := base.entries[p]; e != nil && !e.mode.IsDir() {
-				files[p] = true
-			}
-		}
-	}
-	if !runs["gotest"] && (len(files) > 0 || runs["make"] || runs["just"] || runs["task"]) {
-		// A script, Makefile or task file of the check may run go test:
-		// in a Go module, assume it does.
-		for _, p := range base.paths {
-			if path.Base(p) == "go.mod" && !strings.Contains("/"+p, "/vendor/") {
-				runs["gotest"], runs["go"] = true, true
-				break
-			}
-		}
-	}
-	if !pythonRuns(runs) && (len(files) > 0 || runs["make"] || runs["just"] || runs["task"]) {
-		// Likewise a Python project's script or Makefile may run pytest.
-		for _, p := range base.paths {
-			if pythonMarkers[path.Base(p)] && !strings.Contains("/"+p, "/node_modules/") && !strings.Contains("/"+p, "/site-packages/") {
-				runs["python"], runs["pytest"] = true, true
-				break
-			}
-		}
-	}
-	for _, p := range base.paths {
-		// (node_modules/ is matched by classify alone: it can be huge.)
-		if runnerConfig(p, sub, runs) && !strings.Contains("/"+p, "/node_modules/") {
-			files[p] = true
-		}
-	}
-	return files, runs
-}
-
-// runnerConfig reports whether the slash path p (in the scanned folder;
-// sub as for checkFilesOf) configures a test runner the check uses (runs,
-// from checkFilesOf): a Makefile for make, jest/vitest/mocha configuration
-// and anything under node_modules/ for npm-style runners, conftest.py and
-// pytest.ini for pytest, and so on. It applies to files the agent added as
-// much as to files that were there: a new GNUmakefile overrides Makefile, a
-// new pytest.ini can make pytest collect nothing.
-func runnerConfig(p, sub string, runs map[string]bool) bool {
-	b := path.Base(p)
-	lb := strings.ToLower(b)
-	top := path.Dir(p) == path.Clean("./"+sub) // directly in the workspace
-	switch {
-	case runs["make"] && (top && (lb == "makefile" || lb == "gnumakefile") || strings.HasSuffix(lb, ".mk")):
-	case runs["npm"] && (strings.HasPrefix(lb, "jest.config.") || strings.HasPrefix(lb, "vitest.config.") ||
-		strings.HasPrefix(lb, ".mocharc") || lb == "jest.setup.js" || lb == "jest.setup.ts" || strings.HasPrefix(lb, "babel.config.") ||
-		strings.HasPrefix(lb, ".babelrc") || lb == ".npmrc" || lb == ".yarnrc" || lb == ".yarnrc.yml" || lb == ".pnpmfile.cjs" ||
-		strings.HasPrefix(p, "node_modules/") || strings.Contains(p, "/node_modules/")):
-	case runs["pytest"] && (lb == "conftest.py" || lb == "pytest.ini" || lb == ".pytest.ini"):
-	case (runs["pytest"] || runs["unittest"]) && shadowsPythonRunner(p, sub, runs):
-	case runs["cargo"] && (lb == "build.rs"):
-	case runs["just"] && top && lb == "justfile":
-	case runs["task"] && top && strings.HasPrefix(lb, "taskfile."):
-	case runs["jvm"] && (lb == "pom.xml" || strings.HasPrefix(lb, "build.gradle") || strings.HasPrefix(lb, "settings.gradle")):
-	case runs["ruby"] && (lb == ".rspec" || lb == "rakefile" || lb == "spec_helper.rb"):
-	case runs["php"] && strings.HasPrefix(lb, "phpunit.xml"):
-	case runs["cmake"] && lb == "cmakelists.txt":
-	case runs["bazel"] && (lb == "build" || lb == "build.bazel" || strings.HasSuffix(lb, ".bzl")):
-	default:
-		return false
-	}
-	return true
-}
-
-// shadowsPythonRunner reports a Python module at the top of the workspace
-// (sub: its slash path in the scanned folder) that "python -m pytest" or
-// "python -m unittest" would import instead of the real runner, since
-// python -m puts the current folder first on sys.path: pytest.py, py.py,
-// pluggy.py, _pytest.py, unittest.py or a package of those names, and
-// sitecustomize.py or usercustomize.py.
-func shadowsPythonRunner(p, sub string, runs map[string]bool) bool {
-	rel := p
-	if sub != "" {
-		var ok bool
-		if rel, ok = strings.CutPrefix(p, sub+"/"); !ok {
-			return false
-		}
-	}
-	first, _, _ := strings.Cut(rel, "/")
-	name := strings.TrimSuffix(first, ".py")
-	if first != rel && first == name+".py" {
-		return false // a folder named like a module file
-	}
-	switch name {
-	case "pytest", "_pytest", "py", "pluggy":
-		return runs["pytest"]
-	case "unittest", "sitecustomize", "usercustomize":
-		return true
-	}
-	return false
 }

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/goalrun/goalrun/grounding"
 )
 
 // gitRepo is a hand-made .git directory (real files, no git program run)
@@ -112,7 +114,7 @@ func TestChangesGitDatabase(t *testing.T) {
 				t.Errorf("patch of git's database alone = %s, want the empty patch", d.PatchSHA256)
 			}
 			for _, g := range d.GitInternal {
-				if len(g.Risky) != 1 || g.Risky[0] != riskGitDB {
+				if len(g.Risky) != 1 || g.Risky[0] != grounding.RiskGitDB {
 					t.Errorf("%s: risky = %q", g.Path, g.Risky)
 				}
 			}

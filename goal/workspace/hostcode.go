@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/goalrun/goalrun/grounding"
 )
 
 // HostCodeMax bounds the entries naming changes to git's executable
@@ -79,7 +81,7 @@ func (t *Tracker) indexHost(root *os.Root, s *snapshot, topAbs string) *hostInde
 					h.attrs[p] = true
 				}
 			case "command":
-				for _, w := range ShellWords(strings.TrimPrefix(strings.TrimSpace(v.value), "!")) {
+				for _, w := range grounding.ShellWords(strings.TrimPrefix(strings.TrimSpace(v.value), "!")) {
 					if !strings.Contains(w, "/") {
 						continue // found on PATH, not in the workspace
 					}

@@ -2,9 +2,9 @@
 // it snapshots the tree before the first agent turn and after each one,
 // reading it only through os.Root and never running a program in it, and
 // compares two snapshots — the changed files, their line diff and the hash
-// of a canonical patch, git's executable configuration, the risky paths
-// and the check's own files. The loop (package goal) turns the result into
-// the document's "changes" block.
+// of a canonical patch, git's executable configuration, and, by package
+// grounding's rules, the risky paths and the check's own files. The loop
+// (package goal) turns the result into the document's "changes" block.
 package workspace
 
 import (
@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/goalrun/goalrun/grounding"
 )
 
 // DefaultConfigFile is the configuration file goalrun reads from the
@@ -154,8 +156,7 @@ type Tracker struct {
 	mu         sync.Mutex
 	base, last *snapshot
 	store      *blobStore
-	checkFiles map[string]bool
-	checkRun   map[string]bool // runners the check uses: make, npm, pytest, …
+	check      *grounding.Check // the check's files and runners; set by Baseline
 	diff       *Diff
 	ignore     map[string]bool    // Options.Ignore, cleaned; set by Baseline
 	own        map[string]OwnFile // Options.OwnFiles by cleaned path; set by Baseline
@@ -234,7 +235,10 @@ func (t *Tracker) Baseline(ctx context.Context) error {
 		return err
 	}
 	t.base, t.last, t.diff, t.hostFound = s, s, nil, nil
-	t.checkFiles, t.checkRun = checkFilesOf(strings.TrimSpace(t.opt.Check+"\n"+t.opt.JudgeCmd), t.sub, s)
+	t.check = grounding.NewCheck(strings.TrimSpace(t.opt.Check+"\n"+t.opt.JudgeCmd), t.sub, s.paths, func(p string) bool {
+		e := s.entries[p]
+		return e != nil && !e.mode.IsDir()
+	})
 	root, err := os.OpenRoot(t.top)
 	if err != nil {
 		return fmt.Errorf("open workspace %s: %w", t.top, err)

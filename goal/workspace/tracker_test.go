@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/internal/goldentest"
 )
 
@@ -209,21 +210,21 @@ func TestChangesRiskyPaths(t *testing.T) {
 	d := chDiff(t, tr)
 	risky := riskyOf(d)
 	want := map[string]string{
-		"package.json":                         riskScripts,
-		"gen.go":                               riskGenerate,
-		"Makefile":                             riskBuild,
-		".gitignore":                           riskGit,
+		"package.json":                         grounding.RiskScripts,
+		"gen.go":                               grounding.RiskGenerate,
+		"Makefile":                             grounding.RiskBuild,
+		".gitignore":                           grounding.RiskGit,
 		".git/config":                          hostConfig,
 		".git/hooks/pre-commit":                hostHook,
 		".git/modules/lib/hooks/post-checkout": hostHook,
-		".github/workflows/ci.yml":             riskWorkflow,
-		".claude/settings.json":                riskAgent,
-		".github/CODEOWNERS":                   riskOwners,
-		".mcp.json":                            riskAgent,
-		"CLAUDE.md":                            riskAgent,
-		"scripts/release.mk":                   riskBuild,
-		".git/objects/ (1 file changed)":       riskGitDB,
-		".git/modules/lib/objects/ (1 file changed)": riskGitDB,
+		".github/workflows/ci.yml":             grounding.RiskWorkflow,
+		".claude/settings.json":                grounding.RiskAgent,
+		".github/CODEOWNERS":                   grounding.RiskOwners,
+		".mcp.json":                            grounding.RiskAgent,
+		"CLAUDE.md":                            grounding.RiskAgent,
+		"scripts/release.mk":                   grounding.RiskBuild,
+		".git/objects/ (1 file changed)":       grounding.RiskGitDB,
+		".git/modules/lib/objects/ (1 file changed)": grounding.RiskGitDB,
 	}
 	for p, r := range want {
 		if risky[p] != r {
@@ -301,7 +302,7 @@ func TestChangesCheckModified(t *testing.T) {
 			}
 			if c.path != "" {
 				r := riskyOf(d)[c.path]
-				if r != riskCheck && r != riskTest {
+				if r != grounding.RiskCheck && r != grounding.RiskTest {
 					t.Errorf("%s risky reason = %q, want the check's own file or a test file", c.path, r)
 				}
 				if d.Risky[0].Path != c.path {
@@ -394,14 +395,14 @@ func TestChangesNeverFollowsPlantedLinks(t *testing.T) {
 	}
 	risky := riskyOf(d)
 	wantRisky := map[string]string{
-		"passwd":             riskLinkAbs,
-		"pipe-link":          riskLinkAbs,
-		"local-fifo":         riskSpecial,
-		"climb":              riskLinkOut,
+		"passwd":             grounding.RiskLinkAbs,
+		"pipe-link":          grounding.RiskLinkAbs,
+		"local-fifo":         grounding.RiskSpecial,
+		"climb":              grounding.RiskLinkOut,
 		"link-to-local-fifo": "",
 	}
 	if hardlinked {
-		wantRisky["hard"] = riskHardlink
+		wantRisky["hard"] = grounding.RiskHardlink
 	}
 	for p, r := range wantRisky {
 		got, ok := risky[p]
@@ -711,31 +712,6 @@ func TestLargeDiffIsMinimal(t *testing.T) {
 		if ins != len(b)-l || del != len(a)-l {
 			t.Errorf("case %d: +%d −%d, want +%d −%d", n, ins, del, len(b)-l, len(a)-l)
 		}
-	}
-}
-
-func TestShellWordsAndCheckFiles(t *testing.T) {
-	got := ShellWords(`FOO=1 sh -c './check.sh && "tests/run me.py"' ; make -f ci.mk test|tee log`)
-	want := []string{"sh", "-c", "./check.sh", "tests/run me.py", "make", "-f", "ci.mk", "test", "tee", "log"}
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("ShellWords = %q, want %q", got, want)
-	}
-	base := &snapshot{entries: map[string]*entry{}}
-	for _, p := range []string{"check.sh", "ci.mk", "Makefile", "sub/Makefile", "conftest.py", "x.go"} {
-		base.add(p, &entry{mode: 0o644})
-	}
-	files, runs := checkFilesOf(`./check.sh && make -f ci.mk test`, "", base)
-	for _, p := range []string{"check.sh", "ci.mk", "Makefile"} {
-		if !files[p] {
-			t.Errorf("%s not a check file: %v", p, files)
-		}
-	}
-	if files["sub/Makefile"] || files["x.go"] || !runs["make"] {
-		t.Errorf("check files %v runs %v", files, runs)
-	}
-	// A Python project's (conftest.py) script or Makefile may run pytest.
-	if !files["conftest.py"] || !runs["pytest"] {
-		t.Errorf("check files %v runs %v, want pytest assumed", files, runs)
 	}
 }
 

@@ -1,9 +1,11 @@
-package workspace
+package grounding_test
 
 import (
 	"maps"
 	"strings"
 	"testing"
+
+	"github.com/goalrun/goalrun/goal/workspace"
 )
 
 // TestGoCheckRules: changes that alter what go test checks without
@@ -195,7 +197,7 @@ func TestRunnerShadowing(t *testing.T) {
 func TestJudgeCommandFilesAreTheCheck(t *testing.T) {
 	dir := t.TempDir()
 	chWrite(t, dir, map[string]string{"judge.sh": "grep -q fixed notes.txt\n", "notes.txt": "todo\n"})
-	tr := New(dir, Options{Check: "go test ./...", JudgeCmd: "sh ./judge.sh", TempDir: t.TempDir()})
+	tr := workspace.New(dir, workspace.Options{Check: "go test ./...", JudgeCmd: "sh ./judge.sh", TempDir: t.TempDir()})
 	t.Cleanup(func() { tr.Close() })
 	if err := tr.Baseline(t.Context()); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package workspace
+package grounding
 
 // pythonStdlib are the top-level module names of Python's standard library:
 // the union of sys.stdlib_module_names of CPython 3.10, 3.11, 3.12 and 3.13

@@ -1,4 +1,4 @@
-package workspace
+package grounding
 
 import (
 	"crypto/rand"
@@ -10,7 +10,7 @@ import (
 )
 
 // pythonRuns reports whether the check runs Python code (runs, from
-// checkFilesOf): pytest, unittest, tox or nox, or a python interpreter.
+// NewCheck): pytest, unittest, tox or nox, or a python interpreter.
 func pythonRuns(runs map[string]bool) bool {
 	return runs["pytest"] || runs["unittest"] || runs["python"] || runs["tox"]
 }
@@ -51,8 +51,8 @@ func pythonShadows(name string) bool {
 	return name != "" && (pythonStdlib[name] || pytestDeps[name] || strings.HasPrefix(name, "pytest_"))
 }
 
-// pythonCheckReason says why a change to path p (o → n: n nil when it was
-// removed) changes what a Python check runs, or "" when it does not:
+// pythonCheckReason says why a change to path p (removed: it no longer
+// exists) changes what a Python check runs, or "" when it does not:
 //
 //   - new or changed bytecode (.pyc, .pyo, anywhere: Python imports a
 //     sourceless module.pyc, and pytest loads its own rewritten-test cache
@@ -75,7 +75,7 @@ func pythonShadows(name string) bool {
 //
 // has reports whether the current tree holds a path; children lists the
 // current entries directly in a folder.
-func pythonCheckReason(p string, runs map[string]bool, n *entry, has func(string) bool, children func(string) []string,
+func pythonCheckReason(p string, runs map[string]bool, removed bool, has func(string) bool, children func(string) []string,
 	oldText, newText []byte, oldOK, newOK bool) string {
 	if !pythonRuns(runs) {
 		return ""
@@ -83,7 +83,7 @@ func pythonCheckReason(p string, runs map[string]bool, n *entry, has func(string
 	base, dir := path.Base(p), path.Dir(p)
 	lb := strings.ToLower(base)
 	pytest := runs["pytest"] || runs["tox"]
-	if n == nil {
+	if removed {
 		if base == "__init__.py" {
 			for _, c := range children(dir) {
 				if pythonShadows(pythonModuleName(path.Base(c))) {

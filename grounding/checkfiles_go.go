@@ -1,4 +1,4 @@
-package workspace
+package grounding
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/printer"
-	"go/token"
+	gotoken "go/token"
 	"maps"
 	"path"
 	"slices"
@@ -260,11 +260,11 @@ var initCallsAllowed = map[string]bool{
 	"rune": true, "[]byte": true,
 }
 
-// goPackageDecls returns the names declared at package level in a Go
+// GoPackageDecls returns the names declared at package level in a Go
 // source (functions without a receiver, variables, constants, types), for
 // goHooksAdded's decls.
-func goPackageDecls(src []byte, into map[string]bool) {
-	f, _ := parser.ParseFile(token.NewFileSet(), "x.go", src, parser.SkipObjectResolution)
+func GoPackageDecls(src []byte, into map[string]bool) {
+	f, _ := parser.ParseFile(gotoken.NewFileSet(), "x.go", src, parser.SkipObjectResolution)
 	if f == nil {
 		return
 	}
@@ -295,13 +295,13 @@ func goPackageDecls(src []byte, into map[string]bool) {
 // package's own package-level names) and the file do not declare it. A
 // file that does not parse yields what its partial syntax tree shows.
 func goTestHooks(src []byte, decls map[string]bool) []goHook {
-	fset := token.NewFileSet()
+	fset := gotoken.NewFileSet()
 	f, _ := parser.ParseFile(fset, "x.go", src, parser.ParseComments|parser.SkipObjectResolution)
 	if f == nil {
 		return []goHook{{key: "unparsable", what: "a Go file that does not parse"}}
 	}
 	mine := map[string]bool{} // this file's package-level names
-	goPackageDecls(src, mine)
+	GoPackageDecls(src, mine)
 	own := maps.Clone(mine) // the package's
 	if own == nil {
 		own = map[string]bool{}
@@ -366,7 +366,7 @@ func goTestHooks(src []byte, decls map[string]bool) []goHook {
 		ast.Inspect(n, func(n ast.Node) bool {
 			switch x := n.(type) {
 			case *ast.BasicLit:
-				if x.Kind == token.STRING && strings.Contains(x.Value, "/proc/") {
+				if x.Kind == gotoken.STRING && strings.Contains(x.Value, "/proc/") {
 					out = append(out, goHook{key: "proc " + x.Value + " " + where,
 						what: "names " + x.Value + " in " + where + " (a process can read there whether it is a test binary)"})
 				}
@@ -422,10 +422,10 @@ func goTestHooks(src []byte, decls map[string]bool) []goHook {
 			}
 			calls(where, d)
 		case *ast.GenDecl:
-			if d.Tok == token.IMPORT {
+			if d.Tok == gotoken.IMPORT {
 				continue
 			}
-			if d.Tok != token.VAR {
+			if d.Tok != gotoken.VAR {
 				calls("a package-level "+d.Tok.String(), d)
 				continue
 			}
@@ -459,7 +459,7 @@ func goTestHooks(src []byte, decls map[string]bool) []goHook {
 
 // goDeclText identifies the package-level declarations of name in f by
 // their text (so changing a shadowing function's body is a change).
-func goDeclText(fset *token.FileSet, f *ast.File, name string) string {
+func goDeclText(fset *gotoken.FileSet, f *ast.File, name string) string {
 	var b bytes.Buffer
 	for _, d := range f.Decls {
 		switch d := d.(type) {
