@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -65,6 +66,28 @@ func TestWarm(t *testing.T) {
 // are dropped quietly.
 var goToolEnv = map[string]string{"GOFLAGS": "", "GOTOOLCHAIN": "local", "GODEBUG": "goindex=0"}
 
+// goToolchainID identifies the Go toolchain at goroot for the warm cache's
+// name: the first line of its VERSION file (what `go env GOVERSION`
+// prints for a release), the go command's size and modification time and
+// the platform goalrun runs on — read, not run, since running the go
+// command cost 40–90 ms of every run's start (docs/benchmarks.md). A
+// toolchain without a VERSION file (built from source) is asked: `go env
+// GOVERSION GOOS GOARCH`.
+func goToolchainID(ctx context.Context, goroot string, env []string) (string, error) {
+	gobin := filepath.Join(goroot, "bin", "go")
+	if b, err := os.ReadFile(filepath.Join(goroot, "VERSION")); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		if st, err := os.Stat(gobin); err == nil && strings.HasPrefix(line, "go") {
+			return fmt.Sprintf("%s\n%s\n%s\n%d %d", strings.TrimSpace(line), runtime.GOOS, runtime.GOARCH, st.Size(), st.ModTime().UnixNano()), nil
+		}
+	}
+	out, err := command(ctx, gobin, "", env, "env", "GOVERSION", "GOOS", "GOARCH")
+	if err != nil {
+		return "", fmt.Errorf("sandbox: go cache: %s env: %w", gobin, err)
+	}
+	return out, nil
+}
+
 // cgoSetting is CGO_ENABLED's value for cgo.
 func cgoSetting(cgo bool) string {
 	if cgo {
@@ -85,17 +108,17 @@ func cgoSetting(cgo bool) string {
 // host, in a temporary module of its own (never in the agent's tree),
 // offline (GOPROXY=off).
 //
-// The folder's name is a hash of `go env GOVERSION GOOS GOARCH`, goroot
-// and the cgo setting. Errors name the go command that failed, with its
-// output.
+// The folder's name is a hash of the toolchain's identity (goToolchainID),
+// goroot and the cgo setting. Errors name the go command that failed, with
+// its output.
 func WarmGoCache(ctx context.Context, goroot, cacheRoot string, cgo bool) (string, error) {
 	gobin := filepath.Join(goroot, "bin", "go")
 	env := goEnv(goroot, "", cgo)
-	out, err := command(ctx, gobin, "", env, "env", "GOVERSION", "GOOS", "GOARCH")
+	id, err := goToolchainID(ctx, goroot, env)
 	if err != nil {
-		return "", fmt.Errorf("sandbox: go cache: %s env: %w", gobin, err)
+		return "", err
 	}
-	sum := sha256.Sum256([]byte(out + "\x00" + goroot + "\x00CGO_ENABLED=" + cgoSetting(cgo)))
+	sum := sha256.Sum256([]byte(id + "\x00" + goroot + "\x00CGO_ENABLED=" + cgoSetting(cgo)))
 	dir := filepath.Join(cacheRoot, "go-build-"+hex.EncodeToString(sum[:8]))
 	if _, err := os.Stat(filepath.Join(dir, goWarmMarker)); err == nil {
 		return dir, nil
@@ -147,7 +170,7 @@ func WarmGoCache(ctx context.Context, goroot, cacheRoot string, cgo bool) (strin
 	if err != nil {
 		return "", fmt.Errorf("sandbox: go cache: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(cache, goWarmMarker), []byte(out), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cache, goWarmMarker), []byte(id), 0o644); err != nil {
 		return "", fmt.Errorf("sandbox: go cache: %w", err)
 	}
 	if err := os.Rename(cache, dir); err != nil {
