@@ -58,6 +58,9 @@ const setupTailKeep = 4096
 // runSetup runs the setup steps; it returns false when the run is over
 // (stopped, or a step the user asked for failed).
 func (l *loop) runSetup(parent, ctx context.Context) bool {
+	// The setup proxy's refusals accumulate over the steps: each failing
+	// step names those it met first, not again those an earlier one named.
+	shown := map[string]bool{}
 	for i, st := range l.cfg.Setup {
 		where := st.Dir
 		if where == "" || where == "." {
@@ -123,7 +126,14 @@ func (l *loop) runSetup(parent, ctx context.Context) bool {
 				fin["error"] = fmt.Sprintf("`%s` exited %d: %s", st.Command, r.ExitCode, report.Cap(last, 160))
 			}
 			// The tool says only "Forbidden"; say whose refusal it was.
-			if notes := setupRefusalLines(l.cfg.Sandbox.Posture().SetupEgressDenials); len(notes) > 0 {
+			var fresh []string
+			for _, d := range l.cfg.Sandbox.Posture().SetupEgressDenials {
+				if !shown[d] {
+					shown[d] = true
+					fresh = append(fresh, d)
+				}
+			}
+			if notes := setupRefusalLines(fresh); len(notes) > 0 {
 				fin["notes"] = notes
 			}
 		}

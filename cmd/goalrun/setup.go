@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	gitconfig "github.com/go-git/go-git/v5/plumbing/format/config"
@@ -37,6 +38,11 @@ func planSetup(cfg runConfig, warn io.Writer) setupPlan {
 	var p setupPlan
 	if cfg.setupDefaults {
 		for _, s := range proj.Steps() {
+			// A --setup command that is a detected step (in the workspace's
+			// root) runs once, as the user's: its failure ends the run.
+			if (s.Dir == "" || s.Dir == ".") && slices.ContainsFunc(cfg.setup, func(c string) bool { return sameCommand(c, s.Command) }) {
+				continue
+			}
 			p.steps = append(p.steps, goal.SetupStep{Command: s.Command, Dir: s.Dir, Detected: true})
 		}
 	}
@@ -70,6 +76,12 @@ func planSetup(cfg runConfig, warn io.Writer) setupPlan {
 		}
 	}
 	return p
+}
+
+// sameCommand reports whether two setup commands are the same words
+// (spacing aside).
+func sameCommand(a, b string) bool {
+	return slices.Equal(strings.Fields(a), strings.Fields(b))
 }
 
 // goToolchainID names the Go toolchain at goroot for the kept deps
