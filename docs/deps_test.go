@@ -83,8 +83,8 @@ func under(p, dir string) bool {
 // or GitHub; the loop and the agents know nothing of GitHub, the agents
 // nothing of the document; the workspace tracker nothing of the loop, the
 // document or the sandbox; the document knows nothing of the loop;
-// grounding knows nothing of the loop, the sandbox or GitHub, and only the
-// loop, the workspace tracker and the command use it; only the command and
+// grounding knows nothing of goalrun but the shared leaves (internal), and
+// only the loop, the workspace tracker and the command use it; only the command and
 // the GitHub package import go-github and go-githubactions.
 func TestDependencyRules(t *testing.T) {
 	type rule struct {
@@ -115,11 +115,9 @@ func TestDependencyRules(t *testing.T) {
 		{"the document imports nothing of the loop, the agents or the command",
 			func(p string) bool { return under(p, "report") && !under(p, "report/ghreport") },
 			func(i string) bool { return under(i, "goal") || under(i, "cmd") || under(i, "report/ghreport") }},
-		{"grounding imports nothing of the loop, the sandbox, GitHub or the command",
+		{"grounding imports nothing of goalrun but its shared leaves (internal)",
 			func(p string) bool { return under(p, "grounding") },
-			func(i string) bool {
-				return under(i, "goal") || under(i, "sandbox") || under(i, "cmd") || under(i, "report/ghreport")
-			}},
+			func(i string) bool { return inModule(i) && !under(i, "grounding") && !under(i, "internal") }},
 		{"only the loop, the workspace tracker and the command import grounding",
 			func(p string) bool {
 				return p != module+"/goal" && !under(p, "goal/workspace") && !under(p, "cmd/goalrun") && !under(p, "grounding")
@@ -158,6 +156,38 @@ func TestDependencyRules(t *testing.T) {
 			}
 			if applied == 0 {
 				t.Errorf("no package of the module matches the rule: a package was renamed; update the rule")
+			}
+		})
+	}
+}
+
+// TestLeafBuilds: the rules packages build without the loop, the document,
+// the sandbox or the Docker client, through no package at all (go list
+// -deps): grounding is a leaf, and the workspace tracker needs only it, so
+// a change to the sandbox or the Engine's client never rebuilds, nor can
+// break, the snapshot and diff (docs/architecture.md, "Package map").
+func TestLeafBuilds(t *testing.T) {
+	forbidden := []struct {
+		name string
+		in   func(dep string) bool
+	}{
+		{"the loop or the agents", func(d string) bool { return under(d, "goal") && !under(d, "goal/workspace") }},
+		{"the document", func(d string) bool { return under(d, "report") }},
+		{"the sandbox", func(d string) bool { return under(d, "sandbox") }},
+		{"the Docker client", func(d string) bool { return strings.HasPrefix(d, "github.com/docker/") }},
+	}
+	for _, pkg := range []string{"grounding", "goal/workspace"} {
+		t.Run(pkg, func(t *testing.T) {
+			deps := goList(t, "-deps", "./"+pkg)
+			for _, d := range deps {
+				for _, f := range forbidden {
+					if f.in(d.ImportPath) {
+						t.Errorf("%s builds %s (%s)", pkg, d.ImportPath, f.name)
+					}
+				}
+			}
+			if last := deps[len(deps)-1].ImportPath; last != module+"/"+pkg {
+				t.Errorf("go list -deps ./%s ended with %s, not the package itself", pkg, last)
 			}
 		})
 	}

@@ -158,7 +158,7 @@ func TestChangesFeedsEvidence(t *testing.T) {
 	}
 	chWrite(t, dir, map[string]string{"calc.go": "package calc\n\nvar X = 1\n"})
 	// a shell edit leaves no receipt with paths; the diff backs the claim
-	ev.AddReceipt(report.Receipt{Tool: "Bash", OK: true, Brief: "python3 fix.py"}, nil)
+	ev.AddReceipt(grounding.Receipt{Tool: "Bash", OK: true, Brief: "python3 fix.py"})
 	if c := tr.Changes(ctx); c == nil || c.FilesChanged != 1 {
 		t.Fatalf("changes = %+v", c)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/goalrun/goalrun/goal/agent"
 	"github.com/goalrun/goalrun/goal/workspace"
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 )
@@ -13,7 +14,7 @@ import (
 // no-progress and budget halts). Each is a field of Config; nil switches it
 // off. The loop owns these interfaces; implementations live beside them in
 // package goal (judge*.go, changes.go over goal/workspace, halt*.go) and in
-// report (claims).
+// grounding (claims).
 
 // Events receives the loop's progress events; *report.Emitter satisfies it
 // (it redacts, caps and timestamps). The loop never emits terminal events.
@@ -75,15 +76,17 @@ type HostCodeTracker interface {
 }
 
 // Evidence collects what backs (or contradicts) the agent's claims and
-// finds the ungrounded ones at the end.
+// finds the ungrounded ones at the end; *grounding.Evidence satisfies it.
+// The loop turns its receipts into grounding's (evidenceReceipt) and the
+// claims into the document's (reportClaims).
 type Evidence interface {
-	// AddReceipt records one finished tool call; paths are the workspace
-	// paths it wrote (agent.Tool.Paths).
-	AddReceipt(r report.Receipt, paths []string)
+	// AddReceipt records one finished tool call.
+	AddReceipt(r grounding.Receipt)
 	// SetCheck records the latest check run.
 	SetCheck(cmd string, ran, passed bool, exitCode int)
-	// Claims returns the ungrounded claims in finalText (≤ report.ClaimsMax).
-	Claims(finalText string) []report.Claim
+	// Claims returns the ungrounded claims in finalText (≤
+	// grounding.ClaimsMax).
+	Claims(finalText string) []grounding.Claim
 }
 
 // Halter decides the smart halts (no_progress, budget). It returns halt ""

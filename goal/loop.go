@@ -1342,7 +1342,7 @@ func (l *loop) receipt(id string, c pendingCall, ok bool, unknown ...bool) {
 	r := report.Receipt{Tool: c.tool, OK: ok && !unk, Unknown: unk, Brief: c.brief, Via: c.via}
 	l.out.Receipts.Add(r)
 	if l.cfg.Evidence != nil {
-		l.cfg.Evidence.AddReceipt(r, c.paths)
+		l.cfg.Evidence.AddReceipt(evidenceReceipt(r, c.paths))
 	}
 }
 
@@ -1471,7 +1471,7 @@ func (l *loop) finish(parent context.Context) Outcome {
 		l.out.Changes = l.cfg.Tracker.Changes(ctx)
 	}
 	if l.cfg.Evidence != nil && l.out.AgentTurns > 0 {
-		l.out.Claims = l.cfg.Evidence.Claims(l.out.Summary)
+		l.out.Claims = reportClaims(l.cfg.Evidence.Claims(l.out.Summary))
 	}
 	l.out.Usage = l.usage.total()
 	l.out.Elapsed = l.now().Sub(l.started)

@@ -1,6 +1,7 @@
 package goal
 
 import (
+	"github.com/goalrun/goalrun/grounding"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 )
@@ -67,4 +68,26 @@ func (o *Outcome) ReportRun(posture *sandbox.Posture, allowTestEdits bool) repor
 		run.UngroundedClaims = o.Claims
 	}
 	return run
+}
+
+// evidenceReceipt returns the claims analysis's record of a finished tool
+// call: r as the receipts roll-up keeps it (its brief uncapped) and paths,
+// the workspace paths the call wrote (agent.Tool.Paths). Via is not read.
+func evidenceReceipt(r report.Receipt, paths []string) grounding.Receipt {
+	return grounding.Receipt{Tool: r.Tool, OK: r.OK, Unknown: r.Unknown, Brief: r.Brief, Paths: paths}
+}
+
+// reportClaims returns the ungrounded claims as the document's
+// "ungrounded_claims" entries, in order. nil stays nil (no analysis ran)
+// and an empty list stays empty (it ran and found none). grounding caps
+// them as the document does (TestGroundingCapsAreTheDocuments).
+func reportClaims(cs []grounding.Claim) []report.Claim {
+	if cs == nil {
+		return nil
+	}
+	out := make([]report.Claim, len(cs))
+	for i, c := range cs {
+		out[i] = report.Claim{Claim: c.Claim, Kind: c.Kind, Reason: c.Reason}
+	}
+	return out
 }

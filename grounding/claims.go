@@ -11,7 +11,6 @@ import (
 
 	"github.com/goalrun/goalrun/internal/redact"
 	"github.com/goalrun/goalrun/internal/textcap"
-	"github.com/goalrun/goalrun/report"
 )
 
 // Claim kinds ("ungrounded_claims[].kind"; docs/grounding.md).
@@ -34,6 +33,50 @@ const (
 	ChangeModified = "modified"
 	ChangeDeleted  = "deleted"
 )
+
+// Caps of what Claims returns. They equal the goalrun/1 document's caps on
+// "ungrounded_claims" (report.BriefCap, report.ClaimsMax; README.md,
+// "Limits"), so a claim goes into the document uncut; package goal, which
+// puts claims into the document, tests that they stay equal.
+const (
+	// ClaimTextCap bounds a Claim's Claim and Reason, and the commands a
+	// reason quotes: 160 bytes of UTF-8 (plus the truncation marker of
+	// internal/textcap when an excerpt is cut).
+	ClaimTextCap = 160
+	// ClaimsMax bounds the claims Claims returns: 8.
+	ClaimsMax = 8
+)
+
+// Receipt is one finished tool call of the agent, as Evidence reads it.
+type Receipt struct {
+	// Tool is the tool's name as the agent CLI gives it ("Bash",
+	// "run_shell_command", "Edit", …); case does not matter.
+	Tool string
+	// OK is true when the call succeeded.
+	OK bool
+	// Unknown is true (with OK false) when the call finished but the
+	// agent's output cannot show whether it succeeded: such a receipt
+	// backs no claim.
+	Unknown bool
+	// Brief is the call's one-line summary, uncapped: a shell tool's
+	// command line, a file tool's file path.
+	Brief string
+	// Paths are the workspace paths the call wrote when the agent CLI says
+	// so (absolute or relative); nil when it does not.
+	Paths []string
+}
+
+// Claim is an operational claim in the agent's final message that nothing
+// backs.
+type Claim struct {
+	// Claim is the claim's sentence: redacted, folded onto one line and
+	// capped at ClaimTextCap.
+	Claim string
+	// Kind is one of the Claim* kinds.
+	Kind string
+	// Reason says why nothing backs it (redacted, at most ClaimTextCap).
+	Reason string
+}
 
 // EvidencePathsMax bounds each path set an Evidence keeps (paths written by
 // tool calls, paths a successful shell command wrote or removed, paths the
@@ -108,13 +151,10 @@ func (e *Evidence) SetRedactor(r *redact.Redactor) *Evidence {
 	return e
 }
 
-// AddReceipt records one finished tool call: r as the receipts roll-up sees
-// it (tool name, ok, uncapped brief) and paths, the workspace paths the call
-// wrote when the agent CLI says so (agent.Tool.Paths; absolute or relative).
-// A shell tool's brief is read as its command line: test runners, git
+// AddReceipt records one finished tool call r. A shell tool's brief is read as its command line: test runners, git
 // commit/push, pull-request creation, package installs, deploys, and the
 // files it writes or removes are recognised from it.
-func (e *Evidence) AddReceipt(r report.Receipt, paths []string) {
+func (e *Evidence) AddReceipt(r Receipt) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	tool := strings.ToLower(r.Tool)
@@ -128,10 +168,11 @@ func (e *Evidence) AddReceipt(r report.Receipt, paths []string) {
 		}
 	}
 	ok := r.OK && !r.Unknown
+	paths := r.Paths
 	if ops[opTest] {
 		e.testRuns++
 		e.lastTestOK, e.lastTestUnk = ok, r.Unknown
-		e.lastTestCmd = clip(textcap.Fold(r.Brief), report.BriefCap)
+		e.lastTestCmd = clip(textcap.Fold(r.Brief), ClaimTextCap)
 	}
 	for op := range ops {
 		if op == opTest || op == opWrite {
@@ -199,7 +240,7 @@ func (e *Evidence) AddReceipt(r report.Receipt, paths []string) {
 func (e *Evidence) SetCheck(cmd string, ran, passed bool, exitCode int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.checkCmd = clip(textcap.Fold(cmd), report.BriefCap)
+	e.checkCmd = clip(textcap.Fold(cmd), ClaimTextCap)
 	e.checkRan, e.checkPassed, e.checkExit, e.checkEmpty = ran, passed, exitCode, false
 }
 
@@ -239,22 +280,22 @@ func (e *Evidence) SetChanged(changed map[string]string) {
 // message: each operational claim (see the Claim* kinds) that the
 // receipts, the check and the workspace changes recorded so far do not
 // back, with an excerpt of the sentence (redacted, folded, capped at
-// report.BriefCap) and the reason. A claim that tests pass while the last
+// ClaimTextCap) and the reason. A claim that tests pass while the last
 // check failed is always listed and comes first; the rest follow in the
-// order of the text, one per kind and file, at most report.ClaimsMax in
+// order of the text, one per kind and file, at most ClaimsMax in
 // all. An empty result means nothing was detected, not that the prose is
 // verified.
-func (e *Evidence) Claims(finalText string) []report.Claim {
+func (e *Evidence) Claims(finalText string) []Claim {
 	found := e.findings(finalText)
-	out := make([]report.Claim, 0, min(len(found), report.ClaimsMax))
+	out := make([]Claim, 0, min(len(found), ClaimsMax))
 	for _, f := range found {
-		if len(out) == report.ClaimsMax {
+		if len(out) == ClaimsMax {
 			break
 		}
-		out = append(out, report.Claim{
-			Claim:  textcap.Cap(textcap.Fold(e.red.Redact(f.excerpt)), report.BriefCap),
+		out = append(out, Claim{
+			Claim:  textcap.Cap(textcap.Fold(e.red.Redact(f.excerpt)), ClaimTextCap),
 			Kind:   f.kind,
-			Reason: textcap.Cap(textcap.Fold(e.red.Redact(f.reason)), report.BriefCap),
+			Reason: textcap.Cap(textcap.Fold(e.red.Redact(f.reason)), ClaimTextCap),
 		})
 	}
 	return out
@@ -398,13 +439,13 @@ const (
 
 // fitReason fills the one %s of format with arg, shortened with "…" (its
 // start or its end kept, as keep says) when the sentence would not fit
-// report.BriefCap, the document's cap on a claim's reason: the sentence's
-// own words are never cut. format's fixed text must fit report.BriefCap
+// ClaimTextCap, the cap on a claim's reason: the sentence's own words are
+// never cut. format's fixed text must fit ClaimTextCap
 // (TestClaimReasonsFit).
 func fitReason(format, arg string, keep bool) string {
 	arg = textcap.Fold(arg)
 	const ell = "…"
-	if room := report.BriefCap - (len(format) - len("%s")); len(arg) > room {
+	if room := ClaimTextCap - (len(format) - len("%s")); len(arg) > room {
 		n := max(room-len(ell), 0)
 		if keep == keepEnd {
 			cut := len(arg) - n

@@ -3,8 +3,6 @@ package grounding
 import (
 	"strings"
 	"testing"
-
-	"github.com/goalrun/goalrun/report"
 )
 
 // BenchmarkClaims measures claim extraction and judging over a long final
@@ -18,7 +16,7 @@ func BenchmarkClaims(b *testing.B) {
 		msg.WriteString(c.Message)
 		msg.WriteString("\n\n")
 		for _, r := range c.Receipts {
-			ev.AddReceipt(report.Receipt{Tool: r.Tool, OK: r.OK, Brief: r.Brief}, r.Paths)
+			ev.AddReceipt(Receipt{Tool: r.Tool, OK: r.OK, Brief: r.Brief, Paths: r.Paths})
 		}
 	}
 	text := msg.String()
@@ -35,6 +33,6 @@ func BenchmarkEvidenceAddReceipt(b *testing.B) {
 	ev := NewEvidence()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		ev.AddReceipt(report.Receipt{Tool: "Bash", OK: i%3 != 0, Brief: "go test ./... && git commit -am fix"}, nil)
+		ev.AddReceipt(Receipt{Tool: "Bash", OK: i%3 != 0, Brief: "go test ./... && git commit -am fix"})
 	}
 }

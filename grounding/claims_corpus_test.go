@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/goalrun/goalrun/report"
 )
 
 // claimsCase is one file of testdata/claims/cases (see its README).
@@ -85,7 +83,7 @@ func validKind(k string) bool {
 func (c claimsCase) evidence() *Evidence {
 	ev := NewEvidence()
 	for _, r := range c.Receipts {
-		ev.AddReceipt(report.Receipt{Tool: r.Tool, OK: r.OK, Brief: r.Brief}, r.Paths)
+		ev.AddReceipt(Receipt{Tool: r.Tool, OK: r.OK, Brief: r.Brief, Paths: r.Paths})
 	}
 	ev.SetCheck(c.Check.Command, c.Check.Ran, c.Check.Passed, c.Check.ExitCode)
 	changed := map[string]string{}

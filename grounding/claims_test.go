@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goalrun/goalrun/report"
+	"github.com/goalrun/goalrun/internal/redact"
+	"github.com/goalrun/goalrun/internal/textcap"
 )
 
 func TestClaimsOrderCapAndExcerpts(t *testing.T) {
@@ -17,8 +18,8 @@ func TestClaimsOrderCapAndExcerpts(t *testing.T) {
 	}
 	msg.WriteString("All tests pass.")
 	claims := ev.Claims(msg.String())
-	if len(claims) != report.ClaimsMax {
-		t.Fatalf("%d claims, want the cap %d", len(claims), report.ClaimsMax)
+	if len(claims) != ClaimsMax {
+		t.Fatalf("%d claims, want the cap %d", len(claims), ClaimsMax)
 	}
 	if claims[0].Kind != ClaimTestsPass || !strings.Contains(claims[0].Reason, `"go test ./..." failed after the last turn (exit 1)`) {
 		t.Errorf("the contradiction (last in the text) must come first and survive the cap: %+v", claims[0])
@@ -28,13 +29,13 @@ func TestClaimsOrderCapAndExcerpts(t *testing.T) {
 	}
 	long := "I committed " + strings.Repeat("the very long explanation ", 40) + "."
 	c := NewEvidence().Claims(long)
-	if len(c) != 1 || len(c[0].Claim) > report.BriefCap+report.MarkerMaxBytes || !strings.Contains(c[0].Claim, "truncated") {
+	if len(c) != 1 || len(c[0].Claim) > ClaimTextCap+textcap.MarkerMaxBytes || !strings.Contains(c[0].Claim, "truncated") {
 		t.Errorf("excerpt not capped with a marker: %+v", c)
 	}
 }
 
 func TestClaimsRedactsExcerpts(t *testing.T) {
-	ev := NewEvidence().SetRedactor(report.NewRedactor("sk-secret-123"))
+	ev := NewEvidence().SetRedactor(redact.New("sk-secret-123"))
 	c := ev.Claims("I pushed with token sk-secret-123 to origin.")
 	if len(c) != 1 || strings.Contains(c[0].Claim, "sk-secret-123") || !strings.Contains(c[0].Claim, "***") {
 		t.Errorf("claims = %+v", c)
@@ -51,7 +52,7 @@ func TestClaimsDeduplicatePerKindAndFile(t *testing.T) {
 func TestEvidenceBounds(t *testing.T) {
 	ev := NewEvidence()
 	for i := 0; i < EvidencePathsMax+10; i++ {
-		ev.AddReceipt(report.Receipt{Tool: "Write", OK: true, Brief: fmt.Sprintf("/w/f%d.txt", i)}, []string{fmt.Sprintf("/w/f%d.txt", i)})
+		ev.AddReceipt(Receipt{Tool: "Write", OK: true, Brief: fmt.Sprintf("/w/f%d.txt", i), Paths: []string{fmt.Sprintf("/w/f%d.txt", i)}})
 	}
 	if n := len(ev.written.m); n != EvidencePathsMax || !ev.written.overflow {
 		t.Fatalf("written set has %d paths (overflow %v), want the bound", n, ev.written.overflow)
@@ -102,7 +103,7 @@ func TestReceiptRecognition(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.tool+" "+c.brief, func(t *testing.T) {
 			ev := NewEvidence()
-			ev.AddReceipt(report.Receipt{Tool: c.tool, OK: c.ok, Brief: c.brief}, c.paths)
+			ev.AddReceipt(Receipt{Tool: c.tool, OK: c.ok, Brief: c.brief, Paths: c.paths})
 			if got := ev.Claims(c.claim); len(got) != 0 {
 				t.Errorf("%q not backed by %s %q: %+v", c.claim, c.tool, c.brief, got)
 			}
@@ -239,8 +240,8 @@ func TestClaimsTestsPassOverAnEmptyCheck(t *testing.T) {
 	}
 }
 
-// TestClaimReasonsFit: every reason a claim can get fits report.BriefCap,
-// the document's cap on a claim's reason, whole: a reason with no inserted
+// TestClaimReasonsFit: every reason a claim can get fits ClaimTextCap,
+// the cap on a claim's reason (the document's too), whole: a reason with no inserted
 // text is never cut, and one that quotes a command or a file keeps all of
 // its own words, the quoted text shortened to its end ("…" first) instead.
 // Every branch of the judge is driven, each with a short and a 400-byte
@@ -248,11 +249,11 @@ func TestClaimsTestsPassOverAnEmptyCheck(t *testing.T) {
 func TestClaimReasonsFit(t *testing.T) {
 	type setup func(ev *Evidence, arg string)
 	none := func(*Evidence, string) {}
-	receipt := func(r report.Receipt) setup {
+	receipt := func(r Receipt) setup {
 		return func(ev *Evidence, arg string) {
 			r := r
 			r.Brief = strings.ReplaceAll(r.Brief, "ARG", arg)
-			ev.AddReceipt(r, nil)
+			ev.AddReceipt(r)
 		}
 	}
 	cases := []struct {
@@ -265,16 +266,16 @@ func TestClaimReasonsFit(t *testing.T) {
 		{"tests pass, check ran no test", "All tests pass.", ClaimTestsPass, func(ev *Evidence, arg string) { ev.SetCheck(arg, true, true, 0); ev.SetTestedNothing() }, false, `" exited 0 but ran no test`},
 		{"tests pass, check failed", "All tests pass.", ClaimTestsPass, func(ev *Evidence, arg string) { ev.SetCheck(arg, true, false, 1) }, false, `" failed after the last turn (exit 1)`},
 		{"tests pass, nothing ran", "All tests pass.", ClaimTestsPass, none, true, "no receipt shows a test command"},
-		{"tests pass, last test unknown", "All tests pass.", ClaimTestsPass, receipt(report.Receipt{Tool: "run_shell_command", Unknown: true, Brief: "go test ./ARG"}), false, ""},
-		{"tests pass, last test failed", "All tests pass.", ClaimTestsPass, receipt(report.Receipt{Tool: "Bash", Brief: "go test ./ARG"}), false, ""},
-		{"edit, no file named, unknown writer", "I fixed the bug.", ClaimEditedFile, receipt(report.Receipt{Tool: "run_shell_command", Unknown: true, Brief: "sed -i s/a/b/ x.go"}), true, "the workspace diff shows no change"},
+		{"tests pass, last test unknown", "All tests pass.", ClaimTestsPass, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: "go test ./ARG"}), false, ""},
+		{"tests pass, last test failed", "All tests pass.", ClaimTestsPass, receipt(Receipt{Tool: "Bash", Brief: "go test ./ARG"}), false, ""},
+		{"edit, no file named, unknown writer", "I fixed the bug.", ClaimEditedFile, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: "sed -i s/a/b/ x.go"}), true, "the workspace diff shows no change"},
 		{"edit, no file named, no writer", "I fixed the bug.", ClaimEditedFile, none, true, "the workspace diff shows no change"},
 		{"deleted", "I deleted `ARG`.", ClaimDeletedFile, none, false, " and the workspace diff does not show it deleted"},
-		{"deleted, unknown remover", "I deleted `ARG`.", ClaimDeletedFile, receipt(report.Receipt{Tool: "run_shell_command", Unknown: true, Brief: "rm ARG"}), false, "; the call that wrote it has an outcome that could not be checked"},
+		{"deleted, unknown remover", "I deleted `ARG`.", ClaimDeletedFile, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: "rm ARG"}), false, "; the call that wrote it has an outcome that could not be checked"},
 		{"created", "I created `ARG`.", ClaimCreatedFile, none, false, " and the workspace diff does not show it"},
-		{"created, unknown writer", "I created `ARG`.", ClaimCreatedFile, receipt(report.Receipt{Tool: "run_shell_command", Unknown: true, Brief: "echo ok > ARG"}), false, "; the call that wrote it has an outcome that could not be checked"},
+		{"created, unknown writer", "I created `ARG`.", ClaimCreatedFile, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: "echo ok > ARG"}), false, "; the call that wrote it has an outcome that could not be checked"},
 		{"edited", "I edited `ARG`.", ClaimEditedFile, none, false, " and the workspace diff shows no change to it"},
-		{"edited, unknown writer", "I edited `ARG`.", ClaimEditedFile, receipt(report.Receipt{Tool: "run_shell_command", Unknown: true, Brief: "echo ok > ARG"}), false, "; the call that wrote it has an outcome that could not be checked"},
+		{"edited, unknown writer", "I edited `ARG`.", ClaimEditedFile, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: "echo ok > ARG"}), false, "; the call that wrote it has an outcome that could not be checked"},
 	}
 	ops := []struct{ kind, text, brief string }{
 		{ClaimCommitted, "I committed the fix.", "git commit -am fix"},
@@ -290,13 +291,13 @@ func TestClaimReasonsFit(t *testing.T) {
 				setup            setup
 				fixed            bool
 				wantEnd          string
-			}{op.kind + ", unknown outcome", op.text, op.kind, receipt(report.Receipt{Tool: "run_shell_command", Unknown: true, Brief: op.brief}), true, " receipt is known to have succeeded (its outcome could not be checked)"},
+			}{op.kind + ", unknown outcome", op.text, op.kind, receipt(Receipt{Tool: "run_shell_command", Unknown: true, Brief: op.brief}), true, " receipt is known to have succeeded (its outcome could not be checked)"},
 			struct {
 				name, text, kind string
 				setup            setup
 				fixed            bool
 				wantEnd          string
-			}{op.kind + ", failed", op.text, op.kind, receipt(report.Receipt{Tool: "Bash", Brief: op.brief}), true, " receipt failed and none succeeded"},
+			}{op.kind + ", failed", op.text, op.kind, receipt(Receipt{Tool: "Bash", Brief: op.brief}), true, " receipt failed and none succeeded"},
 			struct {
 				name, text, kind string
 				setup            setup
@@ -319,8 +320,8 @@ func TestClaimReasonsFit(t *testing.T) {
 					t.Fatalf("claims %+v, want one %s", claims, c.kind)
 				}
 				r := claims[0].Reason
-				if len(r) > report.BriefCap || strings.Contains(r, "[truncated") {
-					t.Errorf("reason of %d bytes (cap %d): %q", len(r), report.BriefCap, r)
+				if len(r) > ClaimTextCap || strings.Contains(r, "[truncated") {
+					t.Errorf("reason of %d bytes (cap %d): %q", len(r), ClaimTextCap, r)
 				}
 				if !strings.HasSuffix(r, c.wantEnd) {
 					t.Errorf("reason %q does not end with its own words %q", r, c.wantEnd)

@@ -3,8 +3,6 @@ package grounding
 import (
 	"strings"
 	"testing"
-
-	"github.com/goalrun/goalrun/report"
 )
 
 // TestClaimsBackedOnlyByUnknownReceipts: a claim that only receipts of
@@ -13,33 +11,32 @@ import (
 func TestClaimsBackedOnlyByUnknownReceipts(t *testing.T) {
 	cases := []struct {
 		name, text, kind, reason string
-		receipts                 []report.Receipt
-		paths                    []string
+		receipts                 []Receipt
 		changed                  map[string]string
 	}{
 		{name: "commit", text: "I committed the fix.", kind: ClaimCommitted,
-			receipts: []report.Receipt{{Tool: "run_shell_command", Unknown: true, Brief: `git commit -am "fix"`}},
+			receipts: []Receipt{{Tool: "run_shell_command", Unknown: true, Brief: `git commit -am "fix"`}},
 			reason:   "could not be checked"},
 		{name: "tests pass without a check", text: "All tests pass now.", kind: ClaimTestsPass,
-			receipts: []report.Receipt{{Tool: "run_shell_command", Unknown: true, Brief: "go test ./..."}},
+			receipts: []Receipt{{Tool: "run_shell_command", Unknown: true, Brief: "go test ./..."}},
 			reason:   "could not be checked"},
 		{name: "file written by an unknown shell command", text: "I created `b.txt`.", kind: ClaimCreatedFile,
-			receipts: []report.Receipt{{Tool: "run_shell_command", Unknown: true, Brief: "echo ok > b.txt"}},
+			receipts: []Receipt{{Tool: "run_shell_command", Unknown: true, Brief: "echo ok > b.txt"}},
 			reason:   "the call that wrote it has an outcome that could not be checked"},
 		{name: "edit with no file named", text: "I fixed the bug.", kind: ClaimEditedFile,
-			receipts: []report.Receipt{{Tool: "run_shell_command", Unknown: true, Brief: "sed -i s/a/b/ x.go"}},
+			receipts: []Receipt{{Tool: "run_shell_command", Unknown: true, Brief: "sed -i s/a/b/ x.go"}},
 			reason:   "could not be checked"},
 		{name: "the diff backs it", text: "I created `b.txt`.",
-			receipts: []report.Receipt{{Tool: "run_shell_command", Unknown: true, Brief: "echo ok > b.txt"}},
+			receipts: []Receipt{{Tool: "run_shell_command", Unknown: true, Brief: "echo ok > b.txt"}},
 			changed:  map[string]string{"b.txt": ChangeAdded}},
 		{name: "a known success backs it", text: "I committed the fix.",
-			receipts: []report.Receipt{{Tool: "run_shell_command", Unknown: true, Brief: "git commit -m a"}, {Tool: "Bash", OK: true, Brief: "git commit -m b"}}},
+			receipts: []Receipt{{Tool: "run_shell_command", Unknown: true, Brief: "git commit -m a"}, {Tool: "Bash", OK: true, Brief: "git commit -m b"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ev := NewEvidence()
 			for _, r := range c.receipts {
-				ev.AddReceipt(r, c.paths)
+				ev.AddReceipt(r)
 			}
 			if c.changed != nil {
 				ev.SetChanged(c.changed)

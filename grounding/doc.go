@@ -14,7 +14,7 @@
 // and the workspace diff. Evidence.Claims then reads the final message
 // with a small deterministic rule system (no model call; claims_text.go
 // says how, step by step) and returns the claims nothing backs, each with
-// its sentence and the reason, as the document's "ungrounded_claims"
+// its sentence and the reason: the document's "ungrounded_claims"
 // entries.
 //
 // # Check files and risky paths
@@ -31,10 +31,13 @@
 //
 // # Layering
 //
-// grounding works on plain values. It takes the document's shapes and
-// caps from package report (a receipt in, an ungrounded claim out) and
-// knows nothing of the loop, the sandbox, the agents or GitHub: package
-// goal feeds it during a run, goal/workspace applies its check-file and
+// grounding works on plain values and is a leaf: it imports nothing of
+// goalrun but internal/markdown, internal/redact and internal/textcap, so
+// the workspace tracker that applies its rules builds without the sandbox
+// or the Docker client. It owns what it takes and gives (Receipt in, Claim
+// out, capped at ClaimTextCap and ClaimsMax, the document's caps on
+// "ungrounded_claims"): package goal feeds it during a run and turns its
+// claims into the document's, goal/workspace applies its check-file and
 // risk rules, and cmd/goalrun builds it. report never imports it
 // (docs/architecture.md, docs/deps_test.go).
 package grounding
