@@ -36,7 +36,7 @@ func (o *Outcome) ReportRun(posture *sandbox.Posture, allowTestEdits bool) repor
 			dir = ""
 		}
 		run.Setup = append(run.Setup, report.SetupStep{Command: r.Command, Dir: dir, Detected: r.Detected,
-			ExitCode: r.ExitCode, Seconds: r.Seconds, Skipped: r.Skipped, Reused: r.Reused, TimedOut: r.TimedOut})
+			ExitCode: r.ExitCode, Seconds: r.Seconds, Skipped: r.Skipped, Reused: r.Reused, TimedOut: r.TimedOut, NotStarted: r.NotStarted})
 	}
 	if o.Iterations != nil {
 		run.Iterations = o.Iterations.Iterations()

@@ -166,6 +166,10 @@ func TestLoopSetupNotStarted(t *testing.T) {
 			if len(out.Setup) != 1 || out.Setup[0].NotStarted != why || out.Setup[0].Skipped != tc.skipped {
 				t.Fatalf("setup results %+v, want one not started (%q), skipped %v", out.Setup, why, tc.skipped)
 			}
+			// The document's setup step says why, not only exit_code 127.
+			if rs := out.ReportRun(nil, false).Setup; len(rs) != 1 || rs[0].NotStarted != why || rs[0].ExitCode != 127 {
+				t.Errorf("document setup %+v, want not_started %q and exit_code 127", rs, why)
+			}
 			if want := []string{"No setup step could prepare the dependencies, since it could not start: " + why + "."}; !slices.Equal(f.Suggestions, want) {
 				t.Errorf("suggestions %q, want %q", f.Suggestions, want)
 			}

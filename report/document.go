@@ -175,6 +175,10 @@ type SetupStep struct {
 	// (the kept deps volume; additive).
 	Reused   bool `json:"reused,omitempty"`
 	TimedOut bool `json:"timed_out,omitempty"`
+	// NotStarted says why the step could not start (its exit_code is then
+	// 127, as a shell's for a command not found); capped at ReasonCap;
+	// additive.
+	NotStarted string `json:"not_started,omitempty"`
 }
 
 // Iteration is one loop iteration: iteration 0 is the first check alone.

@@ -32,7 +32,7 @@ func worstRun(s string, n int) Run {
 			Agent: &AgentStep{Status: s, Cause: s, Turns: i, Seconds: 1},
 			Check: &CheckResult{ExitCode: 1, Seconds: 1, Tail: s, Failures: s, Failing: s, Environment: s}})
 		r.Suggestions = append(r.Suggestions, s)
-		r.Setup = append(r.Setup, SetupStep{Command: s, Dir: s, ExitCode: i % 2, Seconds: 1, Detected: true, Reused: i%2 == 0})
+		r.Setup = append(r.Setup, SetupStep{Command: s, Dir: s, ExitCode: i % 2, Seconds: 1, Detected: true, Reused: i%2 == 0, NotStarted: s})
 	}
 	bt := map[string]int{}
 	sample := []Receipt{}

@@ -84,6 +84,7 @@ func normalize(d *Document, red *Redactor) {
 		for i, st := range d.Setup {
 			st.Command = line(st.Command, BriefCap)
 			st.Dir = line(st.Dir, NameCap)
+			st.NotStarted = line(st.NotStarted, ReasonCap)
 			st.Seconds = seconds(st.Seconds)
 			steps[i] = st
 		}
