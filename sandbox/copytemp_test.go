@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goalrun/goalrun/internal/treecopy"
 )
 
 // cutReader yields r's bytes up to n, then fails: a copy-out archive cut
@@ -75,7 +77,7 @@ func TestCutCopyOutLeavesNoPartialFile(t *testing.T) {
 			}
 			names, _ := os.ReadDir(ws)
 			for _, e := range names {
-				if strings.HasPrefix(e.Name(), copyTempPrefix) {
+				if strings.HasPrefix(e.Name(), treecopy.TempPrefix) {
 					t.Errorf("temporary file left: %s", e.Name())
 				}
 			}
@@ -92,9 +94,9 @@ func TestStaleCopyTemps(t *testing.T) {
 	if h := os.Getenv("HOSTNAME"); h != "" {
 		host = h
 	}
-	dead := copyTempPrefix + "0123456789ab-2147483646-1-" + ownerHost(host)
-	live := filepath.Base(copyTempName(filepath.Join(ws, "x")))
-	elsewhere := copyTempPrefix + "0123456789ab-2147483646-1-another-host"
+	dead := treecopy.TempPrefix + "0123456789ab-2147483646-1-" + ownerHost(host)
+	live := filepath.Base(treecopy.TempName(filepath.Join(ws, "x"), copyTempOwner()))
+	elsewhere := treecopy.TempPrefix + "0123456789ab-2147483646-1-another-host"
 	for _, n := range []string{dead, live, elsewhere, "keep.txt"} {
 		if err := os.WriteFile(filepath.Join(ws, n), []byte("part"), 0o644); err != nil {
 			t.Fatal(err)
@@ -124,7 +126,7 @@ func TestStaleCopyTemps(t *testing.T) {
 		}
 		inTar = append(inTar, h.Name)
 	}
-	if strings.Contains(strings.Join(inTar, " "), copyTempPrefix) || !strings.Contains(strings.Join(inTar, " "), "keep.txt") {
+	if strings.Contains(strings.Join(inTar, " "), treecopy.TempPrefix) || !strings.Contains(strings.Join(inTar, " "), "keep.txt") {
 		t.Errorf("copied into the sandbox: %v", inTar)
 	}
 	for n, want := range map[string]bool{dead: false, live: true, elsewhere: true, "keep.txt": true} {

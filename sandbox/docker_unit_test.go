@@ -24,50 +24,6 @@ import (
 	"github.com/docker/docker/errdefs"
 )
 
-func TestArchiveRel(t *testing.T) {
-	tests := []struct {
-		name, in, prefix, want string
-		ok                     bool
-	}{
-		{"docker's dot prefix", "./a/b.go", "./", "a/b.go", true},
-		{"root dot slash", "./", "./", "", true},
-		{"root dot", ".", "./", "", true},
-		{"a folder named like the root stays itself", "./workspace/a.txt", "./", "workspace/a.txt", true},
-		{"that folder itself", "./workspace/", "./", "workspace", true},
-		{"named-folder prefix", "workspace/a/b.go", "workspace/", "a/b.go", true},
-		{"named-folder root", "workspace/", "workspace/", "", true},
-		{"named-folder root without slash", "workspace", "workspace/", "", true},
-		{"named folder inside named folder", "workspace/workspace/a", "workspace/", "workspace/a", true},
-		{"bare names", "a/b", "", "a/b", true},
-		{"dot prefix is optional", "a/b", "./", "a/b", true},
-		{"missing folder prefix", "a/b", "workspace/", "", false},
-		{"another folder's name", "workspaces/a", "workspace/", "", false},
-		{"dotdot", "./a/../../etc/passwd", "./", "", false},
-		{"dotdot inside", "./a/../b", "./", "", false},
-		{"dot element", "./a/./b", "./", "", false},
-		{"double slash", "./a//b", "./", "", false},
-		{"absolute", "/etc/passwd", "", "", false},
-		{"absolute with prefix", "/etc/passwd", "./", "", false},
-		{"empty", "", "", "", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := archiveRel(tc.in, tc.prefix)
-			if got != tc.want || ok != tc.ok {
-				t.Errorf("archiveRel(%q, %q) = %q, %v; want %q, %v", tc.in, tc.prefix, got, ok, tc.want, tc.ok)
-			}
-		})
-	}
-}
-
-func TestArchivePrefix(t *testing.T) {
-	for in, want := range map[string]string{"./": "./", ".": "./", "workspace/": "workspace/", "workspace": "workspace/", "a.txt": "", "src/": ""} {
-		if got := archivePrefix(in); got != want {
-			t.Errorf("archivePrefix(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // A folder the agent names "workspace" is copied out as that folder: it is
 // not merged onto the workspace root (the check ran on the tree where
 // a.txt is "good"; the host must get the same tree).
@@ -759,42 +715,6 @@ func TestApplyTarKeepsOwnerAccess(t *testing.T) {
 		if err != nil || st.Mode() != want {
 			t.Errorf("%s: mode %v, %v; want %v", rel, st.Mode(), err, want)
 		}
-	}
-}
-
-// copySparse writes the same bytes and leaves holes for blocks of zeros.
-func TestCopySparse(t *testing.T) {
-	tests := []struct {
-		name      string
-		data      []byte
-		maxBlocks int64 // 512-byte blocks the host file may use
-	}{
-		{"all zeros", make([]byte, 8<<20), 0},
-		{"data in the middle", append(append(make([]byte, 4<<20), []byte("middle")...), make([]byte, 4<<20)...), 2 * sparseBlock / 512},
-		{"no zeros", bytes.Repeat([]byte("abcdefgh"), 20_000), 1 << 20},
-		{"short tail", []byte("tiny"), 1 << 20},
-		{"empty", nil, 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "f")
-			f, err := os.Create(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := copySparse(f, bytes.NewReader(tc.data)); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			got, err := os.ReadFile(p)
-			if err != nil || !bytes.Equal(got, tc.data) {
-				t.Fatalf("content differs: %d bytes, want %d (%v)", len(got), len(tc.data), err)
-			}
-			st, _ := os.Stat(p)
-			if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Blocks > tc.maxBlocks {
-				t.Errorf("file uses %d blocks, want at most %d (holes not left)", sys.Blocks, tc.maxBlocks)
-			}
-		})
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/errdefs"
+
+	"github.com/goalrun/goalrun/internal/treecopy"
 )
 
 // The check's view of the workspace (docs/check-view.md).
@@ -714,7 +716,7 @@ func (d *Docker) layerHolder(ctx context.Context, l viewLayer) (string, error) {
 // filterTar re-writes the archive r, keeping the entries keep accepts;
 // keep gets each entry's path relative to the archive's root ("" for the
 // root itself, always kept, never asked about). An entry with an unsafe
-// name (archiveRel) is dropped.
+// name (treecopy.Rel) is dropped.
 func filterTar(r io.Reader, keep func(rel string, h *tar.Header) bool) io.ReadCloser {
 	pr, pw := io.Pipe()
 	go func() {
@@ -730,9 +732,9 @@ func filterTar(r io.Reader, keep func(rel string, h *tar.Header) bool) io.ReadCl
 					return err
 				}
 				if first {
-					prefix, first = archivePrefix(h.Name), false
+					prefix, first = treecopy.Prefix(h.Name, path.Base(DockerRoot)), false
 				}
-				rel, ok := archiveRel(h.Name, prefix)
+				rel, ok := treecopy.Rel(h.Name, prefix)
 				if !ok || (rel != "" && !keep(rel, h)) {
 					continue
 				}

@@ -3,10 +3,7 @@ package sandbox
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +21,8 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
+
+	"github.com/goalrun/goalrun/internal/treecopy"
 )
 
 // engineView says how a path as goalrun sees it reaches the Engine's host.
@@ -465,298 +464,34 @@ func (d *Docker) copyOut(ctx context.Context) error {
 	return nil
 }
 
-// archivePrefix returns what the Engine puts before every entry name of an
-// archive of DockerRoot+"/.", read from the archive's first entry, which is
-// the folder itself: "./" (Docker: "./", "./a/b.go"), the folder's own name
-// ("workspace/", for an Engine that names it), or "" (bare relative names).
-func archivePrefix(first string) string {
-	switch {
-	case first == "." || first == "./":
-		return "./"
-	case strings.TrimSuffix(first, "/") == path.Base(DockerRoot):
-		return path.Base(DockerRoot) + "/"
+// copyOutOptions is how copyOut writes the sandbox's tree into the
+// mounted folder: names may carry the workspace's own name
+// (DockerRoot); .git paths and the host-owned ones (owned, nil: none) are
+// the host's; temporary files carry this process's owner (copyTempOwner).
+func copyOutOptions(owned ownedPaths) treecopy.Options {
+	return treecopy.Options{
+		RootName: path.Base(DockerRoot),
+		Kept:     func(rel string) bool { return isGitPath(rel) || owned.covers(rel) },
+		Holds:    owned.holds,
+		Owner:    copyTempOwner(),
 	}
-	return ""
 }
 
-// archiveRel turns an archive entry name into a path relative to the
-// workspace, removing the archive's prefix (archivePrefix) once; "" is the
-// root itself. Names map one to one onto the sandbox's tree: a folder the
-// agent named "workspace" stays "workspace/…", never the root. ok is false
-// for a name without a folder prefix ("./" is optional: goalrun's own
-// tarTree writes "./" and then bare names), an absolute name, or one with an empty,
-// "." or ".." element (the Engine writes none of them; they could only
-// climb out or map two entries onto one path).
-func archiveRel(name, prefix string) (rel string, ok bool) {
-	if prefix != "" {
-		if strings.TrimSuffix(name, "/")+"/" == prefix {
-			return "", true
-		}
-		rest, found := strings.CutPrefix(name, prefix)
-		if !found && prefix != "./" {
-			return "", false
-		}
-		name = rest
-	}
-	name = strings.TrimSuffix(name, "/")
-	if name == "" {
-		return "", false
-	}
-	for _, el := range strings.Split(name, "/") {
-		if el == "" || el == "." || el == ".." {
-			return "", false
-		}
-	}
-	if !filepath.IsLocal(filepath.FromSlash(name)) {
-		return "", false
-	}
-	return name, true
-}
-
-// applyTar writes the archive's entries under root and returns the set of
-// relative paths it holds. Entries at or under an owned path are skipped,
-// and so is an entry that would turn a folder above one into something
-// else.
+// applyTar writes the sandbox's archive tr under root as copyOut does
+// (treecopy.Apply with copyOutOptions) and returns the paths it holds.
 func applyTar(root *os.Root, tr *tar.Reader, owned ownedPaths) (map[string]bool, error) {
-	seen := map[string]bool{}
-	prefix, first := "", true
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return seen, nil
-		}
-		if err != nil {
-			return seen, err
-		}
-		if first {
-			prefix, first = archivePrefix(hdr.Name), false
-		}
-		rel, ok := archiveRel(hdr.Name, prefix)
-		if !ok || rel == "" || isGitPath(rel) {
-			continue // .git never comes back to the host
-		}
-		if owned.covers(rel) || (hdr.Typeflag != tar.TypeDir && owned.holds(rel)) {
-			continue // goalrun's own file, or the folder holding it
-		}
-		name := filepath.FromSlash(rel)
-		if !parentsAreFolders(root, rel) {
-			// An entry "inside" a symlinked folder (which may point
-			// anywhere) is never written through; the link itself was.
-			// An entry whose folder the archive never made is malformed.
-			continue
-		}
-		perm := hostPerm(hdr)
-		raw := fs.FileMode(hdr.Mode).Perm() // what the sandbox's tree says
-		existing, lerr := root.Lstat(name)
-		exists := lerr == nil
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			seen[rel] = true
-			if exists && existing.IsDir() {
-				if existing.Mode().Perm() != raw {
-					_ = root.Chmod(name, perm)
-				}
-				continue
-			}
-			if exists {
-				if err := root.RemoveAll(name); err != nil {
-					return seen, err
-				}
-			}
-			if err := root.Mkdir(name, perm); err != nil {
-				return seen, err
-			}
-			_ = root.Chmod(name, perm) // the umask narrowed Mkdir's mode
-			adoptOwner(root, name, nil)
-		case tar.TypeReg:
-			seen[rel] = true
-			if exists && existing.Mode().IsRegular() && existing.Size() == hdr.Size {
-				if err := syncFile(root, name, existing, raw, perm, tr, hdr); err != nil {
-					return seen, err
-				}
-				continue
-			}
-			if exists {
-				if err := root.RemoveAll(name); err != nil {
-					return seen, err
-				}
-			}
-			if err := writeFileIn(root, name, perm, tr, hdr); err != nil {
-				return seen, err
-			}
-			adoptOwner(root, name, nil)
-		case tar.TypeSymlink:
-			seen[rel] = true
-			if exists && existing.Mode()&fs.ModeSymlink != 0 {
-				if old, err := root.Readlink(name); err == nil && old == hdr.Linkname {
-					continue
-				}
-			}
-			if exists {
-				if err := root.RemoveAll(name); err != nil {
-					return seen, err
-				}
-			}
-			if err := root.Symlink(hdr.Linkname, name); err != nil {
-				return seen, err
-			}
-			adoptOwner(root, name, nil)
-		case tar.TypeLink:
-			target, ok := archiveRel(hdr.Linkname, prefix)
-			if !ok || target == "" || !seen[target] {
-				continue // only to a file this archive already wrote
-			}
-			if st, err := root.Lstat(filepath.FromSlash(target)); err != nil || !st.Mode().IsRegular() {
-				continue
-			}
-			seen[rel] = true
-			if exists {
-				if err := root.RemoveAll(name); err != nil {
-					return seen, err
-				}
-			}
-			if err := root.Link(filepath.FromSlash(target), name); err != nil {
-				return seen, err
-			}
-		default:
-			// Devices, fifos and sockets never come back to the host.
-		}
-	}
+	return treecopy.Apply(root, tr, copyOutOptions(owned))
 }
 
-// hostPerm is the permission an entry gets on the host: its permission
-// bits only (no setuid, setgid or sticky bit), with the owner always able
-// to read a file and to list, enter and change a folder. A folder the agent
-// made mode 000 would otherwise stop goalrun (not root) from removing what
-// is inside it now and from copying the workspace in on the next run.
-func hostPerm(hdr *tar.Header) fs.FileMode {
-	perm := fs.FileMode(hdr.Mode).Perm()
-	if hdr.Typeflag == tar.TypeDir {
-		return perm | 0o700
-	}
-	return perm | 0o400
+// removeUnseen removes what the workspace holds but the sandbox's tree no
+// longer does, except .git paths, what owned covers and the folders above
+// it (treecopy.RemoveUnseen with copyOutOptions).
+func removeUnseen(root *os.Root, seen map[string]bool, owned ownedPaths) error {
+	return treecopy.RemoveUnseen(root, seen, copyOutOptions(owned))
 }
 
-// parentsAreFolders reports whether every folder above rel (inside root)
-// exists and is a real folder, not a symlink.
-func parentsAreFolders(root *os.Root, rel string) bool {
-	parts := strings.Split(rel, "/")
-	for i := 1; i < len(parts); i++ {
-		st, err := root.Lstat(filepath.FromSlash(strings.Join(parts[:i], "/")))
-		if err != nil || !st.IsDir() {
-			return false
-		}
-	}
-	return true
-}
-
-// writeFileIn creates name afresh (a new inode: a host hardlink sharing the
-// old one is never written through) with r's content, written under a
-// temporary name renamed over name once whole: a copy cut short (a signal,
-// the Engine failing mid-archive) never leaves a part of a file at name.
-func writeFileIn(root *os.Root, name string, perm fs.FileMode, r io.Reader, hdr *tar.Header) error {
-	if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return replaceFile(root, name, nil, perm, bytes.NewReader(nil), r, hdr)
-}
-
-// syncFile brings the sandbox's version of a file (r, size equal to the
-// host's existing one) to the host: it compares the two block by block
-// without holding either in memory. An identical file is left as it is —
-// same inode, owner, links and times — and only gets the sandbox's
-// permission bits when they differ (raw; perm is what the host gets). A
-// file that differs, or whose mode changes while it has other hard links
-// (chmod in place would change the other names too, possibly outside the
-// workspace), is written as a new inode: the host's equal first part, then
-// the rest from r, into a temporary name in the same folder renamed over
-// it, keeping the host file's owner when goalrun runs as root.
-func syncFile(root *os.Root, name string, existing fs.FileInfo, raw, perm fs.FileMode, r io.Reader, hdr *tar.Header) error {
-	host, err := root.Open(name)
-	if err != nil {
-		// Unreadable (mode 000, goalrun not root): rewrite it.
-		if rerr := root.Remove(name); rerr != nil {
-			return rerr
-		}
-		return writeFileIn(root, name, perm, r, hdr)
-	}
-	defer host.Close()
-	a, b := make([]byte, sparseBlock), make([]byte, sparseBlock)
-	var off int64
-	for {
-		n, rerr := io.ReadFull(r, a)
-		if n > 0 {
-			m, _ := io.ReadFull(host, b[:n])
-			if m != n || !bytes.Equal(a[:n], b[:n]) {
-				return replaceFile(root, name, existing, perm, io.NewSectionReader(host, 0, off), io.MultiReader(bytes.NewReader(a[:n]), r), hdr)
-			}
-			off += int64(n)
-		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			break
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
-	if existing.Mode().Perm() == raw {
-		return nil
-	}
-	if st, ok := existing.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-		return replaceFile(root, name, existing, perm, io.NewSectionReader(host, 0, off), bytes.NewReader(nil), hdr)
-	}
-	return root.Chmod(name, perm)
-}
-
-// replaceFile writes head then tail into a new file next to name
-// (copyTempName) and renames it over name (a new inode), with perm, hdr's
-// modification time, and existing's owner when goalrun runs as root
-// (existing nil: the folder's owner). On error the temporary file is
-// removed.
-func replaceFile(root *os.Root, name string, existing fs.FileInfo, perm fs.FileMode, head, tail io.Reader, hdr *tar.Header) error {
-	tmp := copyTempName(name)
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	err = copySparse(f, head)
-	if err == nil {
-		err = copySparse(f, tail)
-	}
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = root.Chtimes(tmp, hdr.ModTime, hdr.ModTime)
-	}
-	if err == nil {
-		adoptOwner(root, tmp, existing)
-		err = root.Rename(tmp, name)
-	}
-	if err != nil {
-		_ = root.Remove(tmp)
-	}
-	return err
-}
-
-// copyTempPrefix starts the name of a file copy-out is writing before it
-// is renamed into place.
-const copyTempPrefix = ".goalrun-copy-"
-
-// copyTempName is a fresh temporary name next to name: copyTempPrefix,
-// random hex, then this process's owner label (pid, start time, host; see
-// ownerLabel) so that what a killed run left can be told from a live
-// run's (StaleCopyTemp).
-func copyTempName(name string) string {
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	return filepath.Join(filepath.Dir(name), copyTempPrefix+hex.EncodeToString(rnd[:])+"-"+copyTempOwner())
-}
-
-// copyTempOwner is this process's "<pid>-<start>-<owner host>".
+// copyTempOwner is this process's "<pid>-<start>-<owner host>", the owner
+// copy-out's temporary names carry (treecopy.TempName; see ownerLabel).
 var copyTempOwner = sync.OnceValue(func() string {
 	host, _ := os.Hostname()
 	if h := os.Getenv("HOSTNAME"); h != "" {
@@ -766,149 +501,23 @@ var copyTempOwner = sync.OnceValue(func() string {
 	return fmt.Sprintf("%d-%d-%s", pid, procStart(pid), ownerHost(host))
 })
 
-// copyTempRe matches copyTempName's base names: pid, start time, host.
-var copyTempRe = regexp.MustCompile(`^\.goalrun-copy-[0-9a-f]{12}-([0-9]+)-([0-9]+)-(.+)$`)
-
 // IsCopyTemp reports whether base is the name of a file copy-out writes
 // before renaming it into place (any goalrun's, live or not).
-func IsCopyTemp(base string) bool { return copyTempRe.MatchString(base) }
+func IsCopyTemp(base string) bool { return treecopy.IsTemp(base) }
 
 // StaleCopyTemp reports whether base names a file copy-out was writing
 // when its goalrun process (on this host, in this PID namespace) ended
 // before renaming it: a part of a file nobody will finish.
 func StaleCopyTemp(base string) bool {
-	m := copyTempRe.FindStringSubmatch(base)
-	if m == nil {
+	pid, start, owner, ok := treecopy.TempOwner(base)
+	if !ok {
 		return false
 	}
 	host, _ := os.Hostname()
 	if h := os.Getenv("HOSTNAME"); h != "" {
 		host = h
 	}
-	return ownerState(m[3]+"/"+m[1]+"/"+m[2], ownerHost(host)) == ownerDead
-}
-
-// adoptOwner gives what copy-out created at name the owner of like (the
-// file it replaces) or, with like nil, of its folder — only when goalrun
-// runs as root (otherwise new files are goalrun's, which is the
-// workspace's owner or could not write there). Without it a root goalrun
-// would leave root-owned files in a user's workspace.
-func adoptOwner(root *os.Root, name string, like fs.FileInfo) {
-	if os.Geteuid() != 0 {
-		return
-	}
-	if like == nil {
-		var err error
-		if like, err = root.Lstat(filepath.Dir(name)); err != nil {
-			return
-		}
-	}
-	if st, ok := like.Sys().(*syscall.Stat_t); ok {
-		_ = root.Lchown(name, int(st.Uid), int(st.Gid))
-	}
-}
-
-// sparseBlock is the unit copySparse checks for zeros: 64 KiB.
-const sparseBlock = 64 << 10
-
-// copySparse copies r into f, leaving a hole for each sparseBlock of zeros
-// instead of writing it, so a file that is sparse in the sandbox (a "1 GB"
-// file made with truncate) does not fill the host's disk with zeros.
-func copySparse(f *os.File, r io.Reader) error {
-	buf := make([]byte, sparseBlock)
-	hole := false
-	for {
-		n, err := io.ReadFull(r, buf)
-		if n > 0 {
-			if isZero(buf[:n]) {
-				if _, serr := f.Seek(int64(n), io.SeekCurrent); serr != nil {
-					return serr
-				}
-				hole = true
-			} else {
-				if _, werr := f.Write(buf[:n]); werr != nil {
-					return werr
-				}
-				hole = false
-			}
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if hole {
-		// A trailing hole: set the length (where the file's offset is, as
-		// f may already hold bytes written before this call).
-		end, err := f.Seek(0, io.SeekCurrent)
-		if err != nil {
-			return err
-		}
-		return f.Truncate(end)
-	}
-	return nil
-}
-
-// isZero reports whether b holds only zero bytes.
-func isZero(b []byte) bool {
-	for len(b) >= 8 {
-		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// removeUnseen removes what the workspace holds but the sandbox's tree no
-// longer does, except what owned covers and the folders above it (whose
-// other entries are still removed when unseen).
-func removeUnseen(root *os.Root, seen map[string]bool, owned ownedPaths) error {
-	var gone []string
-	err := fs.WalkDir(root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if p == "." {
-			return nil
-		}
-		if e.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0 {
-			return nil // never copied in (tarTree leaves them behind), so never "deleted"
-		}
-		if owned.covers(p) || isGitPath(p) {
-			if e.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !seen[p] && !(e.IsDir() && owned.holds(p)) {
-			gone = append(gone, p)
-			if e.IsDir() {
-				return fs.SkipDir
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	sort.Strings(gone)
-	for _, p := range gone {
-		if err := root.RemoveAll(filepath.FromSlash(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
+	return ownerState(owner+"/"+pid+"/"+start, ownerHost(host)) == ownerDead
 }
 
 // specialBits are the mode bits that make a program run as its owner or
