@@ -45,6 +45,7 @@ func TestCutCopyOutLeavesNoPartialFile(t *testing.T) {
 	}{
 		{"a new file", nil},
 		{"a changed file of the same size", bytes.Repeat([]byte("x"), len(big))},
+		{"a changed file of another size", []byte("the host's version\n")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := t.TempDir()

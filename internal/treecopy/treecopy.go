@@ -21,6 +21,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -173,7 +174,9 @@ func Apply(root *os.Root, tr *tar.Reader, opt Options) (map[string]bool, error) 
 				}
 				continue
 			}
-			if exists {
+			if exists && !existing.Mode().IsRegular() {
+				// A regular file is replaced by the rename, so an
+				// archive cut short leaves it as it was.
 				if err := root.RemoveAll(name); err != nil {
 					return seen, err
 				}
@@ -252,9 +255,6 @@ func parentsAreFolders(root *os.Root, rel string) bool {
 // temporary name renamed over name once whole: a copy cut short (a signal,
 // the Engine failing mid-archive) never leaves a part of a file at name.
 func writeFileIn(root *os.Root, name string, perm fs.FileMode, r io.Reader, hdr *tar.Header, owner string) error {
-	if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
 	return replaceFile(root, name, nil, perm, bytes.NewReader(nil), r, hdr, owner)
 }
 
@@ -305,7 +305,8 @@ func syncFile(root *os.Root, name string, existing fs.FileInfo, raw, perm fs.Fil
 	return root.Chmod(name, perm)
 }
 
-// replaceFile writes head then tail into a new file next to name
+// replaceFile writes head then tail (hdr.Size bytes in all: fewer is an
+// error) into a new file next to name
 // (TempName, with owner) and renames it over name (a new inode), with perm, hdr's
 // modification time, and existing's owner when goalrun runs as root
 // (existing nil: the folder's owner). On error the temporary file is
@@ -319,6 +320,15 @@ func replaceFile(root *os.Root, name string, existing fs.FileInfo, perm fs.FileM
 	err = copySparse(f, head)
 	if err == nil {
 		err = copySparse(f, tail)
+	}
+	if err == nil {
+		// A stream that ends inside the entry reads as a short file
+		// (archive/tar's io.ErrUnexpectedEOF, which copySparse cannot
+		// tell from the end of its reader): never a whole file.
+		var end int64
+		if end, err = f.Seek(0, io.SeekCurrent); err == nil && end != hdr.Size {
+			err = fmt.Errorf("%s: the archive ended after %d of its %d bytes: %w", name, end, hdr.Size, io.ErrUnexpectedEOF)
+		}
 	}
 	if err == nil {
 		err = f.Chmod(perm)

@@ -244,6 +244,25 @@ func TestApplyHostileArchives(t *testing.T) {
 			want:    map[string]string{},
 		},
 		{
+			name: "a file longer than the stream leaves neither a part nor a temporary file",
+			host: map[string]string{"huge": "old", "new": "old"},
+			entries: []entry{
+				{name: "./", typ: tar.TypeDir, mode: 0o755},
+				{raw: rawHeader("./huge", tar.TypeReg, 1<<40, 1<<20)},
+			},
+			wantErr: true,
+			want:    map[string]string{"huge": "f:old", "new": "f:old"},
+		},
+		{
+			name: "a new file longer than the stream is not created",
+			entries: []entry{
+				{name: "./", typ: tar.TypeDir, mode: 0o755},
+				{raw: rawHeader("./huge", tar.TypeReg, 8<<20, 3<<20)},
+			},
+			wantErr: true,
+			want:    map[string]string{},
+		},
+		{
 			name: "special bits are dropped, owner access kept",
 			entries: []entry{
 				{name: "./", typ: tar.TypeDir, mode: 0o755},
