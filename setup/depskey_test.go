@@ -7,15 +7,20 @@ import (
 )
 
 // TestDepsKey: the kept deps volume's key follows the module graph and the
-// steps, not the sources; steps that may write into the tree, a truncated
-// walk or a go.sum that is a link keep the deps per run ("").
+// steps, not the sources — including a go.work in a module's folder or
+// between it and the root, which governs that module's steps; steps that
+// may write into the tree, a truncated walk or a go.sum or go.work that is
+// not a regular file keep the deps per run ("").
 func TestDepsKey(t *testing.T) {
 	base := map[string]string{
-		"go.mod":      "module example.test/a\n\ngo 1.22\n\nrequire github.com/google/uuid v1.6.0\n",
-		"go.sum":      "github.com/google/uuid v1.6.0 h1:x=\n",
-		"a.go":        "package a\n",
-		"sub/go.mod":  "module example.test/a/sub\n",
-		"sub/main.go": "package main\n",
+		"go.mod":           "module example.test/a\n\ngo 1.22\n\nrequire github.com/google/uuid v1.6.0\n",
+		"go.sum":           "github.com/google/uuid v1.6.0 h1:x=\n",
+		"a.go":             "package a\n",
+		"sub/go.mod":       "module example.test/a/sub\n",
+		"sub/main.go":      "package main\n",
+		"lib/inner/go.mod": "module example.test/inner\n",
+		"lib/inner/i.go":   "package inner\n",
+		"docs/README.md":   "docs\n",
 	}
 	key := func(t *testing.T, files map[string]string, edit func(dir string), extra ...string) (string, []Step) {
 		t.Helper()
@@ -44,6 +49,9 @@ func TestDepsKey(t *testing.T) {
 	}
 	write := func(name, body string) func(string) {
 		return func(dir string) {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -62,6 +70,21 @@ func TestDepsKey(t *testing.T) {
 		{name: "a nested module's go.mod changed", edit: write("sub/go.mod", "module example.test/a/sub\n\nrequire x.test/y v1.0.0\n")},
 		{name: "a nested module's go.sum appeared", edit: write("sub/go.sum", "x.test/y v1.0.0 h1:z=\n")},
 		{name: "go.work appeared", edit: write("go.work", "go 1.22\n\nuse .\n")},
+		{name: "a nested module's go.work appeared", edit: write("sub/go.work", "go 1.22\n\nuse .\n\nreplace golang.org/x/sync v0.7.0 => ./.fake\n")},
+		{name: "a nested module's go.work.sum appeared", edit: write("sub/go.work.sum", "x.test/y v1.0.0 h1:z=\n")},
+		{name: "a go.work between a module and the root appeared", edit: write("lib/go.work", "go 1.22\n\nuse ./inner\n")},
+		{name: "a go.work above no module appeared", edit: write("docs/go.work", "go 1.22\n"), same: true},
+		{name: "a go.work below a module's folder appeared", edit: write("sub/cmd/go.work", "go 1.22\n"), same: true},
+		{name: "a nested go.work is a link", edit: func(dir string) {
+			if err := os.Symlink("/etc/hostname", filepath.Join(dir, "lib", "go.work")); err != nil {
+				t.Fatal(err)
+			}
+		}, empty: true},
+		{name: "a nested go.work is a folder", edit: func(dir string) {
+			if err := os.Mkdir(filepath.Join(dir, "sub", "go.work"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, empty: true},
 		{name: "another toolchain", extra: "go1.27"},
 		{name: "go.sum is a link", edit: func(dir string) {
 			os.Remove(filepath.Join(dir, "go.sum"))

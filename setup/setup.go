@@ -487,11 +487,15 @@ const goSumBytesMax = 64 << 20
 // DepsKey names what the default Go steps prepare, for keeping their
 // outputs across runs (sandbox.SetupConfig.Key): a SHA-256 of the steps
 // (command and folder) and of the module graph they read — every Go
-// module's go.mod and go.sum, vendor/modules.txt of a vendored one, the
-// root's go.work and go.work.sum — plus extra (e.g. the toolchain's
-// version). It is "" when a step is not one of goalrun's Go defaults (a
-// --setup command or npm ci may write into the tree, which is per run), when
-// the walk was cut short, or when a file cannot be read whole. The tree's
+// module's go.mod and go.sum, vendor/modules.txt of a vendored one, and
+// the go.work and go.work.sum of every folder that holds a module or lies
+// between one and the root (the go command looks for go.work from a
+// step's folder upward, so a nested one governs that module's steps as
+// the root's does; an absent one counts as absent) — plus extra (e.g. the
+// toolchain's version). It is "" when a step is not one of goalrun's Go
+// defaults (a --setup command or npm ci may write into the tree, which is
+// per run), when the walk was cut short, or when a file cannot be read
+// whole (a go.work that is not a regular file included). The tree's
 // sources are not in it: the Go build cache is keyed by content, so a
 // source the agent or the user changes is compiled again, never mistaken.
 func DepsKey(dir string, p Project, steps []Step, extra ...string) string {
@@ -520,7 +524,10 @@ func DepsKey(dir string, p Project, steps []Step, extra ...string) string {
 	for _, s := range steps {
 		field("step", s.Command, s.Dir)
 	}
-	files := []string{"go.work", "go.work.sum"}
+	var files []string
+	for _, w := range goWorkFolders(p.GoModules) {
+		files = append(files, path.Join(w, "go.work"), path.Join(w, "go.work.sum"))
+	}
 	for _, m := range p.GoModules {
 		files = append(files, path.Join(m, "go.mod"), path.Join(m, "go.sum"))
 		if p.GoVendored[m] {
@@ -539,6 +546,27 @@ func DepsKey(dir string, p Project, steps []Step, extra ...string) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// goWorkFolders are the folders where a go.work may govern one of the
+// modules at mods (slash folders): each module's folder and every folder
+// between it and the workspace's root, root included, shallowest first.
+// The go command looks for go.work from the folder it runs in upward
+// (https://go.dev/ref/mod#workspaces), and each module's setup steps run
+// in its folder; folders above the workspace are not the tree's.
+func goWorkFolders(mods []string) []string {
+	seen := map[string]bool{".": true}
+	for _, m := range mods {
+		for d := m; d != "." && d != "/" && d != ""; d = path.Dir(d) {
+			seen[d] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sortShallow(out)
+	return out
 }
 
 // readBounded reads the regular file name under root (never through a
