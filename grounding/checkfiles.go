@@ -93,9 +93,11 @@ func NewCheck(command, sub string, paths []string, isFile func(p string) bool) *
 			files[p] = true
 		}
 	}
-	if !runs["gotest"] && (len(files) > 0 || runs["make"] || runs["just"] || runs["task"]) {
-		// A script, Makefile or task file of the check may run go test:
-		// in a Go module, assume it does.
+	if !runs["gotest"] && (len(files) > 0 || runs["make"] || runs["just"] || runs["task"] || goRunsCode(command) || programUnknown(command)) {
+		// A script, Makefile or task file of the check may run go test; a
+		// program named only when the shell runs ($(which go), $GO) may be
+		// go; go run, go build or go generate run code of the tree: in a Go
+		// module, assume the check runs the tests (fail safe).
 		for _, p := range paths {
 			if path.Base(p) == "go.mod" && !strings.Contains("/"+p, "/vendor/") {
 				runs["gotest"], runs["go"] = true, true

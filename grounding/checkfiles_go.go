@@ -78,7 +78,7 @@ func goCheckReason(p string, runs map[string]bool, added bool, oldText, newText 
 		return goHooksAdded(oldText, newText, oldOK, decls(path.Dir(p)))
 	}
 	switch strings.ToLower(path.Ext(base)) {
-	case ".s", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".m", ".f", ".f90", ".for", ".syso", ".swig", ".swigcxx":
+	case ".s", ".sx", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".m", ".f", ".f90", ".for", ".syso", ".swig", ".swigcxx":
 		return "a source go builds into the package besides Go (assembly, C or an object file)"
 	}
 	return ""

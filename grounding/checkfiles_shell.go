@@ -228,5 +228,71 @@ func checkRunners(words []string, runs map[string]bool) {
 		}
 	case "gotestsum", "ginkgo", "richgo", "go-test-coverage", "tparse":
 		runs["go"], runs["gotest"] = true, true
+	default:
+		// A program that runs the rest of its words as a command line
+		// (xvfb-run go test, unbuffer go test, …): the go command among
+		// them is read as one.
+		for k, w := range args {
+			if path.Base(w) == "go" {
+				checkRunners(args[k:], runs)
+				break
+			}
+		}
 	}
+}
+
+// goReadOnlyCommands are the go command's subcommands that build and run
+// none of the tree's code (go help).
+var goReadOnlyCommands = map[string]bool{"vet": true, "fmt": true, "list": true, "mod": true, "env": true, "version": true,
+	"doc": true, "help": true, "clean": true, "work": true, "fix": true, "telemetry": true, "bug": true}
+
+// goRunsCode reports whether a check command line runs the go command
+// with a subcommand that builds and runs code of the tree (go run, go
+// build whose result the line may then run, go generate, go tool, go
+// install, or one goalrun does not know), test or not.
+func goRunsCode(check string) bool {
+	cmds, _ := shellCommands(check)
+	for _, c := range cmds {
+		name, args := commandName(c)
+		for name != "go" {
+			k := slices.IndexFunc(args, func(w string) bool { return path.Base(w) == "go" })
+			if k < 0 {
+				break
+			}
+			name, args = "go", args[k+1:]
+		}
+		if name != "go" {
+			continue
+		}
+		for i := 0; i < len(args); i++ {
+			if args[i] == "-C" {
+				i++
+				continue
+			}
+			if strings.HasPrefix(args[i], "-") {
+				continue
+			}
+			if !goReadOnlyCommands[args[i]] {
+				return true
+			}
+			break
+		}
+	}
+	return false
+}
+
+// programUnknown reports whether a simple command of a check command line
+// runs a program named only when the shell runs ($(which go) test, $GO
+// test, "$RUNNER" ./...).
+func programUnknown(check string) bool {
+	cmds, ok := shellCommands(check)
+	if !ok {
+		return true
+	}
+	for _, c := range cmds {
+		if name, _ := commandName(c); name == "" {
+			return true
+		}
+	}
+	return false
 }
