@@ -114,6 +114,7 @@ func NewCheck(command, sub string, paths []string, isFile func(p string) bool) *
 			}
 		}
 	}
+	maps.Copy(runs, pythonEnvFlags(command, runs))
 	for _, p := range paths {
 		// (node_modules/ is matched by Classify alone: it can be huge.)
 		if runnerConfig(p, sub, runs) && !strings.Contains("/"+p, "/node_modules/") {

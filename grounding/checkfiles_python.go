@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"path"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -54,10 +55,12 @@ func pythonShadows(name string) bool {
 // pythonCheckReason says why a change to path p (removed: it no longer
 // exists) changes what a Python check runs, or "" when it does not:
 //
-//   - new or changed bytecode (.pyc, .pyo, anywhere: Python imports a
-//     sourceless module.pyc, and pytest loads its own rewritten-test cache
-//     when the header matches the source's size and time) or a compiled
-//     extension module (.so, .pyd: imported before a .py of that name);
+//   - new or changed bytecode (.pyc, .pyo: Python imports a sourceless
+//     module.pyc) outside __pycache__ — inside it too when the check may
+//     run Python without CheckPythonEnv (runPythonEnvLost: pytest loads its
+//     own rewritten-test cache when the header matches the source's size
+//     and time) — or a compiled extension module (.so, .pyd: imported
+//     before a .py of that name);
 //   - package metadata and path files: anything in a *.dist-info or
 //     *.egg-info folder (pytest loads the plugins their entry_points.txt
 //     name, from any folder on sys.path), a .pth or .egg-link file, and
@@ -71,7 +74,8 @@ func pythonShadows(name string) bool {
 //     tool.pytest table of a pyproject.toml (parsed as TOML, dotted keys
 //     and all), the [pytest] section of tox.ini and [tool:pytest] of
 //     setup.cfg (parsed as pytest's ini reader does), and .pytest_cache/
-//     (--lf, --ff, --sw and --nf read it); with tox or nox, their files.
+//     (--lf, --ff, --sw and --nf read it) when the check may read it
+//     (runPytestCacheRead); with tox or nox, their files.
 //
 // has reports whether the current tree holds a path; children lists the
 // current entries directly in a folder.
@@ -93,8 +97,9 @@ func pythonCheckReason(p string, runs map[string]bool, removed bool, has func(st
 		}
 		return ""
 	}
+	inPycache := strings.Contains("/"+dir+"/", "/__pycache__/")
 	switch ext := path.Ext(lb); {
-	case ext == ".pyc" || ext == ".pyo":
+	case (ext == ".pyc" || ext == ".pyo") && (!inPycache || runs[runPythonEnvLost]):
 		return "Python bytecode (Python imports it instead of the source, and pytest loads its rewritten tests from it)"
 	case ext == ".so" || ext == ".pyd":
 		if !strings.Contains(p, ".dist-info/") {
@@ -109,7 +114,7 @@ func pythonCheckReason(p string, runs map[string]bool, removed bool, has func(st
 			return "Python package metadata (pytest loads the plugins its entry points name, from any folder on sys.path)"
 		case part == "site-packages":
 			return "an installed Python package the check imports (site-packages)"
-		case part == ".pytest_cache" && pytest:
+		case part == ".pytest_cache" && pytest && runs[runPytestCacheRead]:
 			return "pytest's cache (--lf, --ff, --sw and --nf decide from it which tests run)"
 		}
 	}
@@ -252,10 +257,76 @@ func iniSections(data []byte, names []string) string {
 // pytest (which honours sys.pycache_prefix, _pytest/assertion/rewrite.py
 // get_cache_dir) reads a __pycache__ the agent planted beside a source.
 // Sourceless bytecode (module.pyc with no module.py) is still imported:
-// pythonCheckReason counts it as a change to the check.
+// pythonCheckReason counts it as a change to the check. PYTEST_ADDOPTS
+// points pytest's cache (what --lf, --ff, --sw and --nf read) at such a
+// fresh folder too (-o cache_dir,
+// https://docs.pytest.org/en/stable/reference/reference.html#confval-cache_dir),
+// so a .pytest_cache the agent's own pytest runs left in the tree decides
+// nothing.
 func CheckPythonEnv() map[string]string {
 	return map[string]string{
 		"PYTHONDONTWRITEBYTECODE": "1",
 		"PYTHONPYCACHEPREFIX":     "/tmp/goalrun-pycache-" + rand.Text(),
+		"PYTEST_ADDOPTS":          "-o cache_dir=/tmp/goalrun-pytest-cache-" + rand.Text(),
 	}
 }
+
+// Runner flags NewCheck adds for the Python rules.
+const (
+	// runPythonEnvLost: the check may run Python without CheckPythonEnv's
+	// variables (tox and nox make their own environments; env -i or -u,
+	// sudo, python -E or -I drop or ignore them; the check sets them
+	// itself), so a __pycache__ in the tree may be read.
+	runPythonEnvLost = "python-env-lost"
+	// runPytestCacheRead: pytest may read the tree's .pytest_cache (the
+	// check sets PYTEST_ADDOPTS or cache_dir itself, or runs tox or nox).
+	runPytestCacheRead = "pytest-cache-read"
+)
+
+// pythonEnvFlags returns the runPythonEnvLost and runPytestCacheRead
+// flags of a check command line: tox or nox, sudo or doas, env with -i,
+// -u or --unset, a Python interpreter with -E or -I, or the variables
+// named on the line itself.
+func pythonEnvFlags(command string, runs map[string]bool) map[string]bool {
+	lost, read := runs["tox"], runs["tox"]
+	cmds, _ := shellCommands(command)
+	for _, c := range cmds {
+		for k, w := range c {
+			base := path.Base(w)
+			switch {
+			case base == "sudo" || base == "doas":
+				lost = true
+			case base == "env":
+				for _, o := range c[k+1:] {
+					if !strings.HasPrefix(o, "-") {
+						break
+					}
+					if o == "--ignore-environment" || strings.HasPrefix(o, "--unset") || reShortFlags.MatchString(o) && strings.ContainsAny(o, "iu") {
+						lost = true
+					}
+				}
+			case rePythonCmd.MatchString(strings.ToLower(base)):
+				for _, o := range c[k+1:] {
+					if !strings.HasPrefix(o, "-") || o == "-m" || o == "-c" {
+						break
+					}
+					if reShortFlags.MatchString(o) && strings.ContainsAny(o, "EI") {
+						lost = true
+					}
+				}
+			}
+		}
+	}
+	// Assignments (PYTEST_ADDOPTS=… pytest) are not among the words: the
+	// line itself is looked at.
+	if strings.Contains(command, "PYTHONPYCACHEPREFIX") || strings.Contains(command, "PYTHONDONTWRITEBYTECODE") {
+		lost = true
+	}
+	if strings.Contains(command, "PYTEST_ADDOPTS") || strings.Contains(command, "cache_dir") {
+		read = true
+	}
+	return map[string]bool{runPythonEnvLost: lost, runPytestCacheRead: read}
+}
+
+// reShortFlags matches a word of short options (-i, -Iu, -E).
+var reShortFlags = regexp.MustCompile(`^-[A-Za-z]+$`)

@@ -33,10 +33,18 @@ func TestPythonCheckRules(t *testing.T) {
 		reason      string // in check_modified_reason; "" = not modified
 	}{
 		{name: "an honest fix", edit: map[string]string{"calc.py": "def add(a, b):\n    return a + b\n"}},
-		{name: "pytest's rewritten-test cache planted", edit: map[string]string{"__pycache__/test_calc.cpython-311-pytest-7.2.1.pyc": "\xa7\r\r\nbytecode"},
-			reason: "Python bytecode"},
-		{name: "bytecode beside an unchanged source", edit: map[string]string{"__pycache__/calc.cpython-311.pyc": "\xa7\r\r\nbytecode"},
+		// The check never reads a __pycache__ of the tree (CheckPythonEnv's
+		// PYTHONPYCACHEPREFIX): what an agent's own pytest run left there is
+		// not the check's, unless the check may run without that variable.
+		{name: "pytest's rewritten-test cache planted", edit: map[string]string{"__pycache__/test_calc.cpython-311-pytest-7.2.1.pyc": "\xa7\r\r\nbytecode"}},
+		{name: "bytecode beside an unchanged source", edit: map[string]string{"__pycache__/calc.cpython-311.pyc": "\xa7\r\r\nbytecode"}},
+		{name: "bytecode read by a Python that ignores the environment", check: "python3 -I -m pytest -q", edit: map[string]string{"__pycache__/calc.cpython-311.pyc": "\xa7\r\r\nbytecode"},
 			reason: "__pycache__/calc.cpython-311.pyc: Python bytecode"},
+		{name: "bytecode read under env -i", check: "env -i PATH=/usr/bin python3 -m pytest", edit: map[string]string{"__pycache__/calc.cpython-311.pyc": "\xa7\r\r\nbytecode"},
+			reason: "Python bytecode"},
+		{name: "bytecode read by tox's own environment", check: "tox -e py311", edit: map[string]string{"__pycache__/calc.cpython-311.pyc": "\xa7\r\r\nbytecode"},
+			reason: "Python bytecode"},
+		{name: "python -u keeps the environment", check: "python3 -u -m pytest", edit: map[string]string{"__pycache__/calc.cpython-311.pyc": "\xa7\r\r\nbytecode"}},
 		{name: "sourceless bytecode", edit: map[string]string{"calc.pyc": "\xa7\r\r\nbytecode"}, remove: "calc.py", reason: "calc.pyc: Python bytecode"},
 		{name: "an extension module", edit: map[string]string{"calc.cpython-311-x86_64-linux-gnu.so": "\x7fELF"},
 			reason: "a compiled extension module"},
@@ -74,7 +82,10 @@ func TestPythonCheckRules(t *testing.T) {
 		{name: "a module named like the standard library inside a package", edit: map[string]string{"pkg/argparse.py": "x = 2\n"}},
 		{name: "a package's __init__.py removed beside a standard library name", remove: "pkg/__init__.py",
 			reason: "pkg/json.py now shadows"},
-		{name: "pytest's cache", edit: map[string]string{".pytest_cache/v/cache/lastfailed": "{}\n"}, reason: "pytest's cache"},
+		{name: "pytest's cache left by the agent's own pytest run", edit: map[string]string{".pytest_cache/v/cache/lastfailed": "{}\n"}},
+		{name: "pytest's cache when the check sets PYTEST_ADDOPTS", check: "PYTEST_ADDOPTS=--lf python3 -m pytest", edit: map[string]string{".pytest_cache/v/cache/lastfailed": "{}\n"},
+			reason: "pytest's cache"},
+		{name: "pytest's cache under tox", check: "tox", edit: map[string]string{".pytest_cache/v/cache/lastfailed": "{}\n"}, reason: "pytest's cache"},
 		{name: "a Python project's Makefile check", check: "make test", edit: map[string]string{"calc.pyc": "\xa7\r\r\n"},
 			reason: "calc.pyc: Python bytecode"},
 		{name: "a Go check does not read Python", check: "go test ./...", edit: map[string]string{"calc.pyc": "\xa7\r\r\n", "argparse.py": ""}},

@@ -243,8 +243,9 @@ P`
 // agent's files on the host as it left them. Planted bytecode does not
 // even make the check pass: the check never reads a __pycache__ of the
 // tree (PYTHONPYCACHEPREFIX), so the real test runs and fails, and the
-// bytecode is still named as a change to the check; the same pytest run on
-// the host without that setting passes, so the attack is real.
+// bytecode is not the check's (what an agent's own pytest runs leave
+// there is harmless); the same pytest run on the host without that
+// setting passes, so the attack is real.
 func TestAttackPythonCheckForged(t *testing.T) {
 	cases := []struct {
 		name, script string
@@ -253,8 +254,8 @@ func TestAttackPythonCheckForged(t *testing.T) {
 		left         string // a file the agent left that must be on the host
 		bytecode     bool   // planted bytecode: the check must fail, not pass
 	}{
-		{name: "pytest's rewritten-test cache planted", script: pyPlantTestCache, reason: "Python bytecode", left: "__pycache__", bytecode: true},
-		{name: "bytecode behind the unchanged module", script: pyPlantModuleCache, reason: "Python bytecode", left: "__pycache__", bytecode: true},
+		{name: "pytest's rewritten-test cache planted", script: pyPlantTestCache, left: "__pycache__", bytecode: true},
+		{name: "bytecode behind the unchanged module", script: pyPlantModuleCache, left: "__pycache__", bytecode: true},
 		{name: ".pytest.ini loads a plugin", script: pyDotIni, reason: ".pytest.ini", left: ".pytest.ini"},
 		{name: "a dotted TOML key loads a plugin", script: pyTOMLDotted, reason: "pyproject.toml: pytest's configuration changed", left: "pyproject.toml"},
 		{name: "a dist-info entry point loads a plugin", script: pyEntryPoint, reason: "Python package metadata", left: "calc_speedups-0.1.dist-info/entry_points.txt"},
@@ -270,6 +271,8 @@ func TestAttackPythonCheckForged(t *testing.T) {
 				case c.bytecode && (get(d, "goal", "passed") != false || d["conclusion"] != report.ConclusionFailure || r.code != exitNotMet):
 					t.Errorf("exit %d, conclusion %v, goal %v: the planted bytecode was loaded (want the real test to run and fail)\n%s",
 						r.code, d["conclusion"], d["goal"], r.stderr)
+				case c.bytecode && get(d, "changes", "check_modified") != false:
+					t.Errorf("bytecode in __pycache__, which the check never reads, counted as a change to the check: %v", get(d, "changes", "check_modified_reason"))
 				case c.bytecode:
 				case get(d, "goal", "passed") != true:
 					t.Fatalf("the attack did not make the check pass: goal %v iterations %v\n%s", d["goal"], d["iterations"], r.stderr)
