@@ -51,7 +51,22 @@ const (
 	manifestBytesMax = 1 << 20
 	// goModulesMax bounds the Go modules that get default steps: 32.
 	goModulesMax = 32
+	// manifestsParsedMax bounds the manifest bytes Detect parses across
+	// the whole walk (go.mod files and Python manifests together): 2 MiB.
+	// Parsing is what costs: a 1 MiB go.mod of `require a a a …` (which
+	// git compresses to nothing) takes 0.26 s on an idle core and more on
+	// a busy one, so 150 of them kept Detect busy for 39 s before any step
+	// or event; the budget keeps that near half a second. A real tree's
+	// manifests are KiB each (Kubernetes' go.mod is about 15 KiB). Beyond
+	// the budget a go.mod is not parsed and counts as requiring modules
+	// (`go mod download` runs: slower, never wrong), and a Python
+	// manifest's names are not read.
+	manifestsParsedMax = 2 << 20
 )
+
+// walkEntriesLimit is walkEntriesMax; a variable only so that a test can
+// cut the walk short without creating 50000 files.
+var walkEntriesLimit = walkEntriesMax
 
 // Project is what Detect found in a workspace.
 type Project struct {
@@ -93,8 +108,11 @@ var skipDirs = map[string]bool{
 }
 
 // Detect walks the workspace at dir (not following symbolic links, within
-// walkEntriesMax entries and walkDepthMax folders) and reports what it
-// uses. Errors: dir cannot be opened; unreadable entries are skipped.
+// walkEntriesMax entries and walkDepthMax folders, parsing at most
+// manifestsParsedMax bytes of manifests) and reports what it uses. The
+// root folder's own files are looked at before any folder is entered, so
+// the root's manifests are seen however large a folder that sorts before
+// them is. Errors: dir cannot be opened; unreadable entries are skipped.
 func Detect(dir string) (Project, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -113,35 +131,27 @@ func Detect(dir string) (Project, error) {
 	modulesDirs := map[string]bool{}
 	pyDeps := map[string]bool{}
 	n := 0
-	fsys := root.FS()
-	err = fs.WalkDir(fsys, ".", func(p0 string, e fs.DirEntry, err error) error {
+	parsed := int64(0) // manifest bytes parsed so far
+	// budget reports whether a manifest of e's size still fits
+	// manifestsParsedMax, and counts it when it does.
+	budget := func(e fs.DirEntry) bool {
+		info, err := e.Info()
 		if err != nil {
-			return nil // unreadable: skip
+			return false
 		}
-		n++
-		if n > walkEntriesMax {
-			p.Truncated = true
-			return fs.SkipAll
+		size := min(info.Size(), manifestBytesMax) // no more is read
+		if parsed+size > manifestsParsedMax {
+			return false
 		}
+		parsed += size
+		return true
+	}
+	fsys := root.FS()
+	visit := func(p0 string, e fs.DirEntry) {
 		name := e.Name()
 		folder := path.Dir(p0)
-		if e.IsDir() {
-			if p0 == "." {
-				return nil
-			}
-			if name == "node_modules" {
-				modulesDirs[folder] = true
-			}
-			if skipDirs[name] || strings.HasPrefix(name, ".") || strings.Count(p0, "/") >= walkDepthMax {
-				if !goIgnoresDir(name) {
-					unseenDirs[p0] = true
-				}
-				return fs.SkipDir
-			}
-			return nil
-		}
 		if !e.Type().IsRegular() {
-			return nil
+			return
 		}
 		if strings.HasSuffix(name, ".go") && !slices.ContainsFunc(strings.Split(folder, "/"), func(d string) bool { return d != "." && goIgnoresDir(d) }) {
 			goDirs[folder] = true
@@ -152,6 +162,9 @@ func Detect(dir string) (Project, error) {
 			p.GoModules = append(p.GoModules, folder)
 			if st, err := fs.Stat(fsys, path.Join(folder, "vendor", "modules.txt")); err == nil && st.Mode().IsRegular() {
 				p.GoVendored[folder] = true
+			}
+			if !budget(e) {
+				break // not parsed: counts as requiring modules
 			}
 			if b, err := safefile.Read(root, p0, manifestBytesMax); err == nil {
 				if f, err := modfile.ParseLax(p0, b, nil); err == nil && len(f.Require) == 0 {
@@ -174,10 +187,52 @@ func Detect(dir string) (Project, error) {
 			ecos[Gradle] = true
 		case pythonManifest(name):
 			ecos[PyPI] = true
+			if !budget(e) {
+				break
+			}
 			for _, d := range readPythonDeps(fsys, p0, name) {
 				pyDeps[d] = true
 			}
 		}
+	}
+	// The root's own files first: the walk below may stop at its bound
+	// inside a large folder that sorts before them.
+	top, _ := fs.ReadDir(fsys, ".")
+	for _, e := range top {
+		if !e.IsDir() {
+			n++
+			visit(e.Name(), e)
+		}
+	}
+	err = fs.WalkDir(fsys, ".", func(p0 string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable: skip
+		}
+		if !e.IsDir() && path.Dir(p0) == "." {
+			return nil // seen and counted above
+		}
+		n++
+		if n > walkEntriesLimit {
+			p.Truncated = true
+			return fs.SkipAll
+		}
+		name := e.Name()
+		if e.IsDir() {
+			if p0 == "." {
+				return nil
+			}
+			if name == "node_modules" {
+				modulesDirs[path.Dir(p0)] = true
+			}
+			if skipDirs[name] || strings.HasPrefix(name, ".") || strings.Count(p0, "/") >= walkDepthMax {
+				if !goIgnoresDir(name) {
+					unseenDirs[p0] = true
+				}
+				return fs.SkipDir
+			}
+			return nil
+		}
+		visit(p0, e)
 		return nil
 	})
 	if err != nil {
@@ -480,9 +535,22 @@ func readPythonDeps(fsys fs.FS, p, name string) []string {
 	return out
 }
 
-// goSumBytesMax bounds a go.sum (or go.work.sum, vendor/modules.txt)
-// DepsKey hashes: 64 MiB; a larger one keeps the deps per run.
-const goSumBytesMax = 64 << 20
+// Bounds of what DepsKey reads and hashes from a tree that may be hostile.
+const (
+	// goSumBytesMax bounds a go.sum (or go.work.sum, vendor/modules.txt)
+	// DepsKey hashes: 64 MiB; a larger one keeps the deps per run.
+	goSumBytesMax = 64 << 20
+	// depsKeyBytesMax bounds the bytes DepsKey hashes in all: 256 MiB
+	// (about a second of SHA-256), far above a real module graph's
+	// manifests (Kubernetes' go.sum is about 100 KiB) and far below the
+	// 32 modules × 3 files × 64 MiB the per-file bound alone allows. A
+	// larger graph keeps the deps per run.
+	depsKeyBytesMax = 256 << 20
+)
+
+// depsKeyBytesLimit is depsKeyBytesMax; a variable only so that a test
+// can exceed it without writing 256 MiB.
+var depsKeyBytesLimit = depsKeyBytesMax
 
 // DepsKey names what the default Go steps prepare, for keeping their
 // outputs across runs (sandbox.SetupConfig.Key): a SHA-256 of the steps
@@ -494,8 +562,9 @@ const goSumBytesMax = 64 << 20
 // the root's does; an absent one counts as absent) — plus extra (e.g. the
 // toolchain's version). It is "" when a step is not one of goalrun's Go
 // defaults (a --setup command or npm ci may write into the tree, which is
-// per run), when the walk was cut short, or when a file cannot be read
-// whole (a go.work that is not a regular file included). The tree's
+// per run), when the walk was cut short, when a file cannot be read whole
+// (a go.work that is not a regular file included), or when the files add
+// up to more than depsKeyBytesMax. The tree's
 // sources are not in it: the Go build cache is keyed by content, so a
 // source the agent or the user changes is compiled again, never mistaken.
 func DepsKey(dir string, p Project, steps []Step, extra ...string) string {
@@ -534,6 +603,7 @@ func DepsKey(dir string, p Project, steps []Step, extra ...string) string {
 			files = append(files, path.Join(m, "vendor", "modules.txt"))
 		}
 	}
+	total := 0
 	for _, name := range files {
 		b, err := readBounded(root, name, goSumBytesMax)
 		switch {
@@ -542,6 +612,9 @@ func DepsKey(dir string, p Project, steps []Step, extra ...string) string {
 		case err != nil:
 			return ""
 		default:
+			if total += len(b); total > depsKeyBytesLimit {
+				return ""
+			}
 			field("file", name, string(b))
 		}
 	}
