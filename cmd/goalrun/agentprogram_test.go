@@ -3,6 +3,7 @@ package main
 import (
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,5 +57,32 @@ func TestAgentProgramUnseen(t *testing.T) {
 				t.Errorf("suggestions %q, want the workspace and %q", se.suggestions, want)
 			}
 		})
+	}
+}
+
+// TestAgentProgramUnseenBeforeOneTimeWork: with the Docker sandbox and a
+// user cache that holds nothing yet (the Go cache would be warmed, which
+// takes minutes the first time), a command agent's program the sandbox
+// cannot see is refused as bad input before any one-time work starts.
+func TestAgentProgramUnseenBeforeOneTimeWork(t *testing.T) {
+	dockerEngine(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "go.mod"), []byte("module example.test/unseen\n\ngo 1.22\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fix := filepath.Join(t.TempDir(), "fix.sh") // a host folder no mount covers
+	if err := os.WriteFile(fix, []byte("#!/bin/sh\ntrue\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := goalrun(t, ws, []string{"XDG_CACHE_HOME=" + t.TempDir()}, "run", "--json", "--sandbox", "docker", "--agent", "command", "--agent-bin", fix,
+		"--until", "false", "--workdir", ws)
+	d := r.doc(t)
+	if r.code != exitBadInput || d["error"] != report.ErrBadInput {
+		t.Fatalf("exit %d error %v, want bad input\n%s", r.code, d["error"], r.stderr)
+	}
+	for _, e := range r.events(t) {
+		if w, _ := e.Data["work"].(string); w != "" && w != report.WorkImage {
+			t.Errorf("one-time work %q started before the bad input was said: %s", w, e.Message)
+		}
 	}
 }

@@ -262,11 +262,6 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 			for _, l := range h.LeftOut {
 				notices = append(notices, "the default sandbox leaves out the host's "+l.Path+": "+l.Reason)
 			}
-			if err == nil && rc.agent == "command" {
-				if serr := agentProgramUnseen(rc.agentBin, rc.extraMounts, covers, os.Lstat); serr != nil {
-					return nil, "", nil, false, serr
-				}
-			}
 		}
 		if err != nil {
 			return nil, "", nil, false, err
@@ -400,6 +395,13 @@ func hostToolsSandbox(ctx context.Context, cli sandbox.DockerAPI, rc runConfig, 
 	}
 	if err != nil {
 		return cfg, "", h, err
+	}
+	if rc.agent == agent.CommandName {
+		// Bad input is said before any one-time work (the Go cache's
+		// warming takes minutes the first time).
+		if serr := agentProgramUnseen(rc.agentBin, rc.extraMounts, h.Covers, os.Lstat); serr != nil {
+			return cfg, "", h, serr
+		}
 	}
 	cfg.Image = ref
 	cfg.Mounts = append(slices.Clone(h.Mounts), cfg.Mounts...)
