@@ -6,7 +6,7 @@ import (
 )
 
 // DepsVolume is the deps volume the sandbox mounts at DepsDir (tests).
-func (d *Docker) DepsVolume() string { return d.depsVolume }
+func (d *Docker) DepsVolume() string { return d.deps.volume }
 
 // PruneKeptDeps is pruneKeptDeps for tests.
 func PruneKeptDeps(ctx context.Context, cli DockerAPI, keep int, now time.Time) error {

@@ -16,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
@@ -24,6 +26,16 @@ import (
 
 	"github.com/goalrun/goalrun/sandbox/egress"
 )
+
+// EngineSystem is the Engine's own state: whether it answers, what it is
+// (Info, the address it is reached at) and the stream of its events (a
+// container's death; docker_exec.go).
+type EngineSystem interface {
+	Ping(ctx context.Context) (types.Ping, error)
+	Info(ctx context.Context) (system.Info, error)
+	DaemonHost() string
+	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
+}
 
 // Paths inside every Docker sandbox.
 const (
@@ -207,9 +219,7 @@ type Docker struct {
 	egress     *dockerEgress // nil unless NetworkEgress
 	relayUID   int           // the main process's (the relay's) uid and gid (relayUser)
 	postureFix Posture       // inspected once at start
-	depsVolume string        // Config.Setup: the deps volume
-	depsKey    string        // Config.Setup.Key: the kept deps volume's key (keptDepsKey)
-	setup      *dockerSetup  // Config.Setup: the setup container
+	deps       runDeps       // Config.Setup: the deps volume and the setup container (docker_deps.go)
 	relayMount mount.Mount   // the relay binary as the agent container mounts it
 
 	mu        sync.Mutex
@@ -240,11 +250,9 @@ type Docker struct {
 	ownedFiles []string
 	gitConfigs []gitConfig
 
-	// specialKeep holds the files and folders (by fileKey) that had a
-	// setuid or setgid bit before the agent ran (bind mode); the sweep
-	// after each agent step and when the agent stops leaves them, unchanged.
-	specialKeep map[fileKey]bool
-	sweepMu     sync.Mutex
+	// sweep removes the setuid and setgid bits the agent sets (bind
+	// mode; docker_workspace.go).
+	sweep bindSweep
 }
 
 var _ Sandbox = (*Docker)(nil)
@@ -456,21 +464,11 @@ func (d *Docker) start(ctx context.Context) error {
 		}
 	}
 
-	img, err := d.cli.ImageInspect(ctx, cfg.Image)
+	id, digest, err := lookupImage(ctx, d.cli, cfg.Image, d.cli.DaemonHost())
 	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return fmt.Errorf("sandbox: docker: image %q is not on the Engine at %s and goalrun never pulls; build it (sandbox.BuildImage, goalrun demo) or load it first", cfg.Image, d.cli.DaemonHost())
-		}
-		return fmt.Errorf("sandbox: docker: inspecting image %q: %w", cfg.Image, err)
+		return err
 	}
-	d.image, d.imageID = cfg.Image, img.ID
-	d.digest = img.ID
-	for _, rd := range img.RepoDigests {
-		if _, dg, ok := strings.Cut(rd, "@"); ok {
-			d.digest = dg
-			break
-		}
-	}
+	d.image, d.imageID, d.digest = cfg.Image, id, digest
 
 	d.view = detectEngineView(ctx, d.cli, info, d.opts.hostname)
 	owner, err := ownerOf(ws)
@@ -896,7 +894,7 @@ func (d *Docker) createAgent(ctx context.Context) error {
 	mounts = append(mounts, d.depsMount(true)...)
 
 	var chowned chan error
-	if d.wsMode == WorkspaceCopy || d.depsVolume != "" && !d.depsReused() {
+	if d.wsMode == WorkspaceCopy || d.deps.volume != "" && !d.depsReused() {
 		// In parallel with creating the agent container: give the
 		// volume's root folder to the sandbox user.
 		chowned = make(chan error, 1)
@@ -958,7 +956,7 @@ func (d *Docker) createAgent(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("sandbox: docker: reading the workspace %q before the agent runs: %w", d.mountSrc, err)
 		}
-		d.specialKeep = specialKeys(keep)
+		d.sweep.keep = specialKeys(keep)
 	}
 	return nil
 }
@@ -1089,7 +1087,7 @@ func (d *Docker) readPosture(ctx context.Context) error {
 		p.EgressAllowlist = d.egress.proxy.Allowlist()
 		p.EgressOutboundProxy = egress.OutboundString(d.cfg.OutboundProxy)
 	}
-	if d.egress != nil || d.setup != nil {
+	if d.egress != nil || d.deps.setup != nil {
 		for _, n := range d.cfg.EgressAllowNets {
 			p.EgressAllowNets = append(p.EgressAllowNets, n.String())
 		}

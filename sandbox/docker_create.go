@@ -7,12 +7,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/errdefs"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
+
+// EngineContainers makes containers, runs them, watches them and ends
+// them: the agent, check, setup, chown and probe containers.
+type EngineContainers interface {
+	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerStart(ctx context.Context, container string, options container.StartOptions) error
+	ContainerAttach(ctx context.Context, container string, options container.AttachOptions) (types.HijackedResponse, error)
+	ContainerWait(ctx context.Context, container string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
+	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
+	ContainerKill(ctx context.Context, container, signal string) error
+	ContainerStop(ctx context.Context, container string, options container.StopOptions) error
+	ContainerRemove(ctx context.Context, container string, options container.RemoveOptions) error
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerPause(ctx context.Context, container string) error
+	ContainerUnpause(ctx context.Context, container string) error
+}
 
 // Creating Engine objects so that none is ever lost.
 //

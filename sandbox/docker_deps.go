@@ -16,6 +16,16 @@ import (
 	"github.com/docker/docker/errdefs"
 )
 
+// EngineVolumes makes, reads and removes volumes: the workspace, relay,
+// deps and view volumes, the kept deps volumes and their marks, dead
+// runs' volumes (Reap).
+type EngineVolumes interface {
+	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
+	VolumeRemove(ctx context.Context, volumeID string, force bool) error
+	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	VolumeInspect(ctx context.Context, volumeID string) (volume.Volume, error)
+}
+
 // Labels of a kept deps volume (SetupConfig.Key). It carries no LabelRun,
 // so Reap and Close never remove it; pruneKeptDeps bounds how many stay.
 const (
@@ -82,6 +92,16 @@ func (d *Docker) keptDepsKey() string {
 	sort.Strings(hosts)
 	field(append([]string{"allow"}, hosts...)...)
 	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// runDeps is a run's dependencies volume (Config.Setup) and what prepares
+// it. Set while the sandbox starts (startSetup), before any step, and
+// read only afterwards; the setup container's changing state has its own
+// lock (dockerSetup.mu).
+type runDeps struct {
+	volume string       // the deps volume; "" without Config.Setup
+	key    string       // Config.Setup.Key: the kept deps volume's key (keptDepsKey); "" when not kept
+	setup  *dockerSetup // the setup container
 }
 
 func keptDepsName(key string) string  { return "goalrun-deps-" + key }
@@ -151,7 +171,7 @@ func (d *Docker) openKeptDeps(ctx context.Context, key string) (reused, kept boo
 func (d *Docker) markKeptDeps(ctx context.Context) {
 	cctx, cancel := bg(ctx)
 	defer cancel()
-	key := d.depsKey
+	key := d.deps.key
 	vol, err := d.cli.VolumeInspect(cctx, keptDepsName(key))
 	if err != nil || vol.Labels[LabelDepsID] == "" {
 		return
@@ -168,7 +188,7 @@ func (d *Docker) markKeptDeps(ctx context.Context) {
 // prepared, and those never prepared and older than keptDepsStaleAfter;
 // the Engine refuses to remove a volume a container uses, and such a
 // volume stays (with its mark).
-func pruneKeptDeps(ctx context.Context, cli DockerAPI, keep int, now time.Time) error {
+func pruneKeptDeps(ctx context.Context, cli EngineVolumes, keep int, now time.Time) error {
 	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelDeps))})
 	if err != nil {
 		return err

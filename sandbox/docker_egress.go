@@ -19,10 +19,19 @@ import (
 	"syscall"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/goalrun/goalrun/sandbox/egress"
 )
+
+// EngineNetworks makes and removes the per-run bridge network and lists
+// dead runs' networks (Reap).
+type EngineNetworks interface {
+	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
+	NetworkRemove(ctx context.Context, network string) error
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+}
 
 // RelayReadyLine is what `goalrun __relay` prints on stdout once every
 // listener is bound; StartDocker waits for it before the first step. It is

@@ -22,6 +22,14 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
+// EngineExec runs a process in a running container (the agent's steps):
+// create the exec, start it attached, read its exit code.
+type EngineExec interface {
+	ContainerExecCreate(ctx context.Context, container string, options container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecAttach(ctx context.Context, execID string, options container.ExecAttachOptions) (types.HijackedResponse, error)
+	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
+}
+
 // stepWrapper starts every agent step. The Engine has no call that signals
 // an exec's processes, so the step records its pid (runc makes every exec a
 // session and process-group leader, and exec keeps the pid) in a file on the

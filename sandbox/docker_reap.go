@@ -83,7 +83,7 @@ func ownerHost(hostname string) string {
 // reap is Reap with the world passed in: host is this process's owner host
 // (ownerHost), now the clock, tmpDir where egress socket folders are looked
 // for.
-func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host string, now time.Time, tmpDir string) (ReapReport, error) {
+func reap(ctx context.Context, cli reapAPI, olderThan time.Duration, host string, now time.Time, tmpDir string) (ReapReport, error) {
 	var rep ReapReport
 	var errs []error
 	containerOwners := map[string]ownerStatus{}
@@ -131,9 +131,17 @@ func reap(ctx context.Context, cli DockerAPI, olderThan time.Duration, host stri
 	return rep, errors.Join(errs...)
 }
 
+// reapAPI is what Reap asks of the Engine: dead runs' containers,
+// networks and volumes, listed and removed.
+type reapAPI interface {
+	EngineContainers
+	EngineNetworks
+	EngineVolumes
+}
+
 // reapEngine removes the containers, networks and volumes of dead runs
 // (leftover decides) and records them in rep; it returns the errors.
-func reapEngine(ctx context.Context, cli DockerAPI, leftover func(map[string]string, time.Time) bool, rep *ReapReport) []error {
+func reapEngine(ctx context.Context, cli reapAPI, leftover func(map[string]string, time.Time) bool, rep *ReapReport) []error {
 	var errs []error
 	f := filters.NewArgs(filters.Arg("label", LabelRun))
 
@@ -265,7 +273,7 @@ var containerID12 = regexp.MustCompile(`^[0-9a-f]{12}$`)
 // host whose name merely looks like an id, sharing this Engine through
 // DOCKER_HOST (then the expiry label decides). Results are cached per host
 // in seen.
-func containerOwnerState(ctx context.Context, cli DockerAPI, owner string, seen map[string]ownerStatus) ownerStatus {
+func containerOwnerState(ctx context.Context, cli EngineContainers, owner string, seen map[string]ownerStatus) ownerStatus {
 	host, _, _ := strings.Cut(owner, "/")
 	host, _, _ = strings.Cut(host, "+") // the PID namespace (ownerHost)
 	if !containerID12.MatchString(host) {

@@ -52,10 +52,10 @@ func (d *Docker) depsVolumeName() string { return "goalrun-" + d.cfg.RunID + "-d
 // depsMount is the deps volume at DepsDir; read-only but in the setup
 // container. nil without setup.
 func (d *Docker) depsMount(readOnly bool) []mount.Mount {
-	if d.depsVolume == "" {
+	if d.deps.volume == "" {
 		return nil
 	}
-	return []mount.Mount{{Type: mount.TypeVolume, Source: d.depsVolume, Target: DepsDir, ReadOnly: readOnly,
+	return []mount.Mount{{Type: mount.TypeVolume, Source: d.deps.volume, Target: DepsDir, ReadOnly: readOnly,
 		VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}
 }
 
@@ -82,8 +82,8 @@ func (d *Docker) startSetup(ctx context.Context) error {
 			return err
 		}
 		if kept {
-			d.depsVolume, d.depsKey = keptDepsName(key), key
-			d.setup = &dockerSetup{reused: reused}
+			d.deps.volume, d.deps.key = keptDepsName(key), key
+			d.deps.setup = &dockerSetup{reused: reused}
 			return nil
 		}
 	}
@@ -91,14 +91,14 @@ func (d *Docker) startSetup(ctx context.Context) error {
 	if err := d.createVolume(ctx, name, "deps"); err != nil {
 		return fmt.Errorf("sandbox: docker: creating the deps volume %s: %w", name, err)
 	}
-	d.depsVolume = name
-	d.setup = &dockerSetup{}
+	d.deps.volume = name
+	d.deps.setup = &dockerSetup{}
 	return nil
 }
 
 // depsReused reports whether the run mounts a kept deps volume an earlier
 // run prepared (nothing writes it in this run).
-func (d *Docker) depsReused() bool { return d.setup != nil && d.setup.reused }
+func (d *Docker) depsReused() bool { return d.deps.setup != nil && d.deps.setup.reused }
 
 // setupEnvList is the setup steps' base environment: HOME, Config.ToolEnv,
 // Config.Setup.Env and the proxy variables of the setup container's relay.
@@ -129,7 +129,7 @@ func (d *Docker) setupEnvList() []string {
 // writable at DepsDir, and no network but its relay to a proxy of its own
 // that allows only Config.Setup.AllowHosts. The caller holds s.mu.
 func (d *Docker) ensureSetup(ctx context.Context) error {
-	s := d.setup
+	s := d.deps.setup
 	if s.id != "" {
 		return nil
 	}
@@ -154,7 +154,7 @@ func (d *Docker) ensureSetup(ctx context.Context) error {
 // a new probe chose the copy, it removes what it made and returns
 // errViewRemount.
 func (d *Docker) createSetupContainer(ctx context.Context, eg *dockerEgress) error {
-	s := d.setup
+	s := d.deps.setup
 	cv, err := d.openView(ctx, true)
 	if err != nil {
 		return err
@@ -259,7 +259,7 @@ func (d *Docker) seedGoCache(ctx context.Context, id string) {
 // execSetup runs a setup step as an exec in the setup container, like an
 // agent step (process group killed on timeout or cancellation).
 func (d *Docker) execSetup(ctx context.Context, cmd Cmd, dir string, seq int) (Result, error) {
-	s := d.setup
+	s := d.deps.setup
 	if s == nil {
 		why := d.cfg.Setup.Unavailable
 		if why == "" {
@@ -277,7 +277,7 @@ func (d *Docker) execSetup(ctx context.Context, cmd Cmd, dir string, seq int) (R
 	}
 	if s.reused {
 		if cmd.Stdout != nil {
-			fmt.Fprintf(cmd.Stdout, "goalrun: not run: the Docker volume %s holds what it prepares (an earlier run with the same module graph, sandbox and setup steps)\n", d.depsVolume)
+			fmt.Fprintf(cmd.Stdout, "goalrun: not run: the Docker volume %s holds what it prepares (an earlier run with the same module graph, sandbox and setup steps)\n", d.deps.volume)
 		}
 		return Result{Reused: true}, nil
 	}
@@ -349,7 +349,7 @@ func (d *Docker) execSetup(ctx context.Context, cmd Cmd, dir string, seq int) (R
 // closed (its counters kept for the posture). Later setup steps fail with
 // ErrSetupOver. Called before the first check or agent step, and by Close.
 func (d *Docker) sealSetup(ctx context.Context) {
-	s := d.setup
+	s := d.deps.setup
 	if s == nil {
 		return
 	}
@@ -377,7 +377,7 @@ func (d *Docker) sealSetup(ctx context.Context) {
 			d.setViewLayer(cv.layer())
 		}
 	}
-	if d.depsKey != "" && !s.reused && removed && !s.failed && s.ran > 0 && s.ran == d.cfg.Setup.Steps {
+	if d.deps.key != "" && !s.reused && removed && !s.failed && s.ran > 0 && s.ran == d.cfg.Setup.Steps {
 		d.markKeptDeps(ctx)
 	}
 	if s.egress != nil {
@@ -390,14 +390,14 @@ func (d *Docker) sealSetup(ctx context.Context) {
 
 // setupPosture adds the setup container's egress to p.
 func (d *Docker) setupPosture(p *Posture) {
-	s := d.setup
+	s := d.deps.setup
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d.depsKey != "" {
-		p.SetupDepsVolume = d.depsVolume
+	if d.deps.key != "" {
+		p.SetupDepsVolume = d.deps.volume
 	}
 	switch {
 	case s.egress != nil && !s.sealed:

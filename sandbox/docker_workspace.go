@@ -25,6 +25,15 @@ import (
 	"github.com/goalrun/goalrun/internal/treecopy"
 )
 
+// EngineArchive moves trees in and out of a container as tar archives (the
+// workspace in copy mode, the relay, the agent's files, the check views'
+// layers) and reads a path's state there.
+type EngineArchive interface {
+	CopyToContainer(ctx context.Context, container, path string, content io.Reader, options container.CopyToContainerOptions) error
+	CopyFromContainer(ctx context.Context, container, srcPath string) (io.ReadCloser, container.PathStat, error)
+	ContainerStatPath(ctx context.Context, container, path string) (container.PathStat, error)
+}
+
 // engineView says how a path as goalrun sees it reaches the Engine's host.
 type engineView struct {
 	// local: the Engine runs on goalrun's host and goalrun is not in a
@@ -40,12 +49,19 @@ type engineView struct {
 // paths like /docker/<id>, systemd scopes like docker-<id>.scope).
 var cgroupID = regexp.MustCompile(`[0-9a-f]{64}`)
 
+// containerEngine is the Engine's containers and the address it is
+// reached at (to name it in errors, and to tell a local Engine).
+type containerEngine interface {
+	EngineContainers
+	EngineSystem
+}
+
 // detectEngineView finds out whether goalrun runs in a container of the
 // Engine (inspecting $HOSTNAME, which Docker sets to the container id's
 // first 12 characters, and the id in /proc/self/cgroup) and otherwise
 // whether the Engine shares goalrun's filesystem (a Unix socket, or an
 // Engine whose name is this host's).
-func detectEngineView(ctx context.Context, cli DockerAPI, info system.Info, hostname string) engineView {
+func detectEngineView(ctx context.Context, cli containerEngine, info system.Info, hostname string) engineView {
 	var candidates []string
 	if len(hostname) >= 12 {
 		candidates = append(candidates, hostname)
@@ -607,10 +623,21 @@ func specialKeys(found map[string]fileKey) map[fileKey]bool {
 	return keys
 }
 
+// bindSweep is the state of the setuid/setgid sweep (sweepSpecialBits).
+type bindSweep struct {
+	// mu makes sweeps one at a time (after an agent step, when the agent
+	// stops).
+	mu sync.Mutex
+	// keep holds the files and folders (by fileKey) that had a setuid
+	// or setgid bit before the agent ran; the sweep leaves them,
+	// unchanged. Written once at start, before any step.
+	keep map[fileKey]bool
+}
+
 // sweepSpecialBits removes, in bind mode, the setuid and setgid bits the
 // agent set on files and folders of the host workspace: every such file
 // or folder that is not, unchanged, one the workspace had before the agent
-// ran (specialKeep: same inode, size and modification time, under any
+// ran (bindSweep.keep: same inode, size and modification time, under any
 // name — a hard link to the host's own setuid program is that program). A
 // file the agent replaced or rewrote under a kept name loses its bits. The
 // agent runs as the workspace's owner, so a setuid program it leaves would
@@ -622,15 +649,15 @@ func (d *Docker) sweepSpecialBits() error {
 	if d.wsMode != WorkspaceBind || d.mountSrc == "" {
 		return nil
 	}
-	d.sweepMu.Lock()
-	defer d.sweepMu.Unlock()
+	d.sweep.mu.Lock()
+	defer d.sweep.mu.Unlock()
 	found, err := specialBitFiles(d.mountSrc, true)
 	if err != nil {
 		return fmt.Errorf("sandbox: docker: looking for setuid and setgid bits the agent set in %q: %w", d.mountSrc, err)
 	}
 	var strip []string
 	for p, k := range found {
-		if !d.specialKeep[k] {
+		if !d.sweep.keep[k] {
 			strip = append(strip, p)
 		}
 	}

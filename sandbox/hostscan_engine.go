@@ -76,12 +76,19 @@ func RunHostScan(args []string, stdout io.Writer) error {
 	return json.NewEncoder(stdout).Encode(scanAndPlan(p, req.Candidates, nil))
 }
 
+// hostScanAPI is what the scan through the Engine asks of it: a container
+// that gets the scanner copied in, runs it and is removed.
+type hostScanAPI interface {
+	containerEngine
+	EngineArchive
+}
+
 // scanThroughEngine runs RunHostScan in a short container of image with
 // the candidates mounted read-only at their own paths, as root with only
 // CAP_DAC_READ_SEARCH (it lists and reads every folder, as the scan must
 // find what a sandbox user could reach), no network, and bin (a statically
 // linked goalrun) copied in; it returns the plan it writes.
-func scanThroughEngine(ctx context.Context, cli DockerAPI, image, bin string, p mountPolicy, candidates []string) (hostPlan, error) {
+func scanThroughEngine(ctx context.Context, cli hostScanAPI, image, bin string, p mountPolicy, candidates []string) (hostPlan, error) {
 	fail := func(err error) (hostPlan, error) {
 		return hostPlan{}, fmt.Errorf("sandbox: host tools: looking through the host folders from a container of the Engine at %s: %w", cli.DaemonHost(), err)
 	}

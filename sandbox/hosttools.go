@@ -509,7 +509,7 @@ func EngineHasPaths(ctx context.Context, cli DockerAPI, image string, paths []st
 // engineHasPath asks the Engine whether p exists on its host (see
 // bindSourceMissing). Should the Engine create the container after all, it
 // is removed at once and the answer is an error.
-func engineHasPath(ctx context.Context, cli DockerAPI, image, p string) (bool, error) {
+func engineHasPath(ctx context.Context, cli containerEngine, image, p string) (bool, error) {
 	hc := &container.HostConfig{
 		NetworkMode: network.NetworkNone,
 		Mounts: []mount.Mount{

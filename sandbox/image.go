@@ -21,8 +21,18 @@ import (
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 )
+
+// EngineImages looks images up, imports the generated ones (BuildImage)
+// and removes stale imports.
+type EngineImages interface {
+	ImageInspect(ctx context.Context, image string, _ ...client.ImageInspectOption) (image.InspectResponse, error)
+	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
+	ImageRemove(ctx context.Context, image string, options image.RemoveOptions) ([]image.DeleteResponse, error)
+	ImageImport(ctx context.Context, source image.ImportSource, ref string, options image.ImportOptions) (io.ReadCloser, error)
+}
 
 // ImageRepository is the repository part of the tag BuildImage gives images
 // when ImageSpec.Name is empty.
@@ -177,6 +187,28 @@ func BuildImage(ctx context.Context, cli DockerAPI, spec ImageSpec) (string, err
 	return ref, nil
 }
 
+// lookupImage finds ref on the Engine (engine is its address, for the
+// error): its id, and its first repository digest or, without one, the id.
+// goalrun never pulls, so a missing image is an error that says how to
+// make it.
+func lookupImage(ctx context.Context, cli EngineImages, ref, engine string) (id, digest string, err error) {
+	img, err := cli.ImageInspect(ctx, ref)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return "", "", fmt.Errorf("sandbox: docker: image %q is not on the Engine at %s and goalrun never pulls; build it (sandbox.BuildImage, goalrun demo) or load it first", ref, engine)
+		}
+		return "", "", fmt.Errorf("sandbox: docker: inspecting image %q: %w", ref, err)
+	}
+	digest = img.ID
+	for _, rd := range img.RepoDigests {
+		if _, dg, ok := strings.Cut(rd, "@"); ok {
+			digest = dg
+			break
+		}
+	}
+	return img.ID, digest, nil
+}
+
 // staleImportAge is how old an untagged image BuildImage made must be
 // before RemoveStaleImports removes it: the Engine tags an import
 // microseconds after creating it, so an older untagged one is a leftover.
@@ -188,7 +220,7 @@ var staleImportAge = time.Minute
 // second import of the same image ran meanwhile (the later tag wins).
 // BuildImage calls it after an import; cmd's start-up reap calls it too.
 // Failures are ignored: this is tidying, and the next call tries again.
-func RemoveStaleImports(ctx context.Context, cli DockerAPI) {
+func RemoveStaleImports(ctx context.Context, cli EngineImages) {
 	f := filters.NewArgs(filters.Arg("dangling", "true"), filters.Arg("label", "goalrun.image"))
 	imgs, err := cli.ImageList(ctx, image.ListOptions{Filters: f})
 	if err != nil {
