@@ -221,6 +221,10 @@ func (e *boundedEngine) VolumeList(ctx context.Context, o volume.ListOptions) (v
 	return call(e, ctx, "listing volumes", func(c context.Context) (volume.ListResponse, error) { return e.DockerAPI.VolumeList(c, o) })
 }
 
+func (e *boundedEngine) VolumeInspect(ctx context.Context, id string) (volume.Volume, error) {
+	return call(e, ctx, "inspecting a volume", func(c context.Context) (volume.Volume, error) { return e.DockerAPI.VolumeInspect(c, id) })
+}
+
 // CopyToContainer fails once the Engine took nothing of content for the
 // bound (time spent producing content does not count).
 func (e *boundedEngine) CopyToContainer(ctx context.Context, id, p string, content io.Reader, o container.CopyToContainerOptions) error {
