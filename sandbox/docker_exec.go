@@ -204,17 +204,8 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 	if err := d.ensureAgent(ctx); err != nil {
 		return Result{}, err
 	}
-	pidFile := fmt.Sprintf("%s/goalrun-step-%d.pid", stepPidDir, seq)
-	argv := append([]string{"sh", "-c", stepWrapper, "goalrun-step", pidFile}, cmd.Args...)
-	opts := container.ExecOptions{
-		User:         d.user,
-		Env:          mergeEnv(d.agentEnv, cmd.Env),
-		WorkingDir:   dir,
-		Cmd:          argv,
-		AttachStdin:  cmd.Stdin != nil,
-		AttachStdout: true,
-		AttachStderr: true,
-	}
+	pidFile := stepPidFile(seq)
+	opts := d.stepExecOptions(d.agentEnv, dir, "goalrun-step", pidFile, cmd)
 	ec, err := d.cli.ContainerExecCreate(ctx, d.agentID, opts)
 	if err != nil && strings.Contains(err.Error(), "is not running") {
 		// The container's main process ended (the relay died): start it
@@ -230,39 +221,15 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: docker: creating the agent step %q: %w", cmd.Args[0], err)
 	}
-	start := time.Now()
-	hj, err := d.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: docker: starting the agent step %q: %w", cmd.Args[0], err)
-	}
-	defer hj.Close()
-	out, errw, done := streams(hj, cmd)
-
-	var res Result
-	switch d.waitStep(ctx, cmd.Timeout, done) {
-	case stopTimeout:
-		res.TimedOut = true
-	case stopCancel:
-		res.Cancelled = true
-	}
-	if res.TimedOut || res.Cancelled {
-		d.stopAgentStep(ctx, pidFile, done, hj)
-	}
-	res.Duration = time.Since(start)
-
-	cctx, cancel := bg(ctx)
-	defer cancel()
-	ins, err := d.execExit(cctx, ec.ID)
+	res, err := d.runStep(ctx, stepRun{
+		what: "agent", container: d.agentID, exec: ec.ID, pidFile: pidFile,
+		stop: func(ctx context.Context, pidFile string, done <-chan struct{}, hj *types.HijackedResponse) {
+			d.stopAgentStep(ctx, pidFile, done, *hj)
+		},
+		explain: d.explainStart,
+	}, cmd)
 	if err != nil {
 		return Result{}, err
-	}
-	res.ExitCode = ins.ExitCode
-	res.Stdout, res.Stderr = out.Output(), errw.Output()
-	if err := notStarted(res, cmd.Args[0]); err != nil {
-		return Result{}, d.explainStart(cctx, err)
-	}
-	if res.ExitCode != 0 {
-		res.OOMKilled = d.oomDuring(cctx, d.agentID, start, res.ExitCode == 137)
 	}
 	// Nothing the agent left running may change the tree after its step:
 	// the caller's change snapshot, the copy-out and the check must all
@@ -292,6 +259,87 @@ func (d *Docker) execAgent(ctx context.Context, cmd Cmd, dir string, seq int) (R
 		if err := d.copyOut(octx); err != nil {
 			return res, err
 		}
+	}
+	return res, nil
+}
+
+// stepPidFile is where the wrapper of step seq records its process group
+// (stepWrapper), for the kill on a timeout or cancellation.
+func stepPidFile(seq int) string {
+	return fmt.Sprintf("%s/goalrun-step-%d.pid", stepPidDir, seq)
+}
+
+// stepExecOptions are the exec options of a step run in a running
+// container (the agent's or the setup container): cmd through stepWrapper
+// (label is its $0, pidFile where it records the process group), as the
+// sandbox user in dir, with env and cmd.Env over it, attached.
+func (d *Docker) stepExecOptions(env []string, dir, label, pidFile string, cmd Cmd) container.ExecOptions {
+	return container.ExecOptions{
+		User:         d.user,
+		Env:          mergeEnv(env, cmd.Env),
+		WorkingDir:   dir,
+		Cmd:          append([]string{"sh", "-c", stepWrapper, label, pidFile}, cmd.Args...),
+		AttachStdin:  cmd.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+}
+
+// stepRun is one created step exec for runStep.
+type stepRun struct {
+	what      string // "agent", "setup": names the step in errors
+	container string // the container the exec runs in (its OOM kills are the step's)
+	exec      string // the exec's id
+	pidFile   string // where the step's wrapper records its process group
+	// stop ends the step's processes on a timeout or cancellation and
+	// returns once its output stream ended (closing hj as a last resort).
+	stop func(ctx context.Context, pidFile string, done <-chan struct{}, hj *types.HijackedResponse)
+	// explain adds what the container says to a step the runtime could
+	// not start (notStarted); nil adds nothing.
+	explain func(ctx context.Context, err error) error
+}
+
+// runStep starts the created exec s and runs it to its end: its output
+// streamed into cmd's writers and tails, stopped (s.stop) at cmd.Timeout,
+// when ctx ends or when the sandbox closes, then its exit code, whether it
+// started at all (notStarted) and, when it failed, whether the kernel
+// killed it for memory. The exit is read with ctx's cancellation
+// detached (bg). Errors are the Engine's, or ErrNotStarted.
+func (d *Docker) runStep(ctx context.Context, s stepRun, cmd Cmd) (Result, error) {
+	start := time.Now()
+	hj, err := d.cli.ContainerExecAttach(ctx, s.exec, container.ExecAttachOptions{})
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: docker: starting the %s step %q: %w", s.what, cmd.Args[0], err)
+	}
+	defer hj.Close()
+	out, errw, done := streams(hj, cmd)
+	var res Result
+	switch d.waitStep(ctx, cmd.Timeout, done) {
+	case stopTimeout:
+		res.TimedOut = true
+	case stopCancel:
+		res.Cancelled = true
+	}
+	if res.TimedOut || res.Cancelled {
+		s.stop(ctx, s.pidFile, done, &hj)
+	}
+	res.Duration = time.Since(start)
+	cctx, cancel := bg(ctx)
+	defer cancel()
+	ins, err := d.execExit(cctx, s.exec)
+	if err != nil {
+		return Result{}, err
+	}
+	res.ExitCode = ins.ExitCode
+	res.Stdout, res.Stderr = out.Output(), errw.Output()
+	if err := notStarted(res, cmd.Args[0]); err != nil {
+		if s.explain != nil {
+			err = s.explain(cctx, err)
+		}
+		return Result{}, err
+	}
+	if res.ExitCode != 0 {
+		res.OOMKilled = d.oomDuring(cctx, s.container, start, res.ExitCode == 137)
 	}
 	return res, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
@@ -294,52 +295,19 @@ func (d *Docker) execSetup(ctx context.Context, cmd Cmd, dir string, seq int) (R
 		s.err = err
 		return Result{}, err
 	}
-	pidFile := fmt.Sprintf("%s/goalrun-step-%d.pid", stepPidDir, seq)
-	argv := append([]string{"sh", "-c", stepWrapper, "goalrun-setup", pidFile}, cmd.Args...)
-	opts := container.ExecOptions{
-		User:         d.user,
-		Env:          mergeEnv(s.env, cmd.Env),
-		WorkingDir:   dir,
-		Cmd:          argv,
-		AttachStdin:  cmd.Stdin != nil,
-		AttachStdout: true,
-		AttachStderr: true,
-	}
-	ec, err := d.cli.ContainerExecCreate(ctx, s.id, opts)
+	pidFile := stepPidFile(seq)
+	ec, err := d.cli.ContainerExecCreate(ctx, s.id, d.stepExecOptions(s.env, dir, "goalrun-setup", pidFile, cmd))
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: docker: creating the setup step %q: %w", cmd.Args[0], err)
 	}
-	start := time.Now()
-	hj, err := d.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: docker: starting the setup step %q: %w", cmd.Args[0], err)
-	}
-	defer hj.Close()
-	out, errw, done := streams(hj, cmd)
-	var res Result
-	switch d.waitStep(ctx, cmd.Timeout, done) {
-	case stopTimeout:
-		res.TimedOut = true
-	case stopCancel:
-		res.Cancelled = true
-	}
-	if res.TimedOut || res.Cancelled {
-		d.killStepIn(ctx, s.id, pidFile, done, &hj)
-	}
-	res.Duration = time.Since(start)
-	cctx, cancel := bg(ctx)
-	defer cancel()
-	ins, err := d.execExit(cctx, ec.ID)
+	res, err := d.runStep(ctx, stepRun{
+		what: "setup", container: s.id, exec: ec.ID, pidFile: pidFile,
+		stop: func(ctx context.Context, pidFile string, done <-chan struct{}, hj *types.HijackedResponse) {
+			d.killStepIn(ctx, s.id, pidFile, done, hj)
+		},
+	}, cmd)
 	if err != nil {
 		return Result{}, err
-	}
-	res.ExitCode = ins.ExitCode
-	res.Stdout, res.Stderr = out.Output(), errw.Output()
-	if err := notStarted(res, cmd.Args[0]); err != nil {
-		return Result{}, err
-	}
-	if res.ExitCode != 0 {
-		res.OOMKilled = d.oomDuring(cctx, s.id, start, res.ExitCode == 137)
 	}
 	ok = res.ExitCode == 0 && !res.TimedOut && !res.Cancelled
 	return res, nil
