@@ -696,8 +696,7 @@ func parseRunArgs(args []string, env lookupEnv, getwd func() (string, error)) (r
 		if errors.Is(err, flag.ErrHelp) {
 			return runConfig{}, err
 		}
-		return runConfig{}, &startupError{code: report.ErrBadInput, message: "goalrun run: " + err.Error(),
-			suggestions: []string{"Run goalrun run --help for the flags."}}
+		return runConfig{}, flagError(err)
 	}
 	flagSet := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { flagSet[f.Name] = true })
@@ -780,6 +779,21 @@ func parseRunArgs(args []string, env lookupEnv, getwd func() (string, error)) (r
 		return runConfig{}, serr
 	}
 	return cfg, nil
+}
+
+// flagError is the bad input of a command line the flag set refused: an
+// unknown flag is named as typed with two dashes, with the nearest
+// setting (closestKey) as the fix.
+func flagError(err error) *startupError {
+	const unknown = "flag provided but not defined: -"
+	msg, fixes := err.Error(), []string{"Run goalrun run --help for the flags."}
+	if name, ok := strings.CutPrefix(msg, unknown); ok {
+		msg = "unknown flag --" + name
+		if best := closestKey(name); best != "" {
+			fixes = append([]string{"Did you mean --" + best + "?"}, fixes...)
+		}
+	}
+	return &startupError{code: report.ErrBadInput, message: "goalrun run: " + msg, suggestions: fixes}
 }
 
 // parseInterleaved parses flags and positional arguments in any order; "--"

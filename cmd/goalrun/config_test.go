@@ -155,6 +155,30 @@ func TestParseRunArgs(t *testing.T) {
 	}
 }
 
+// TestUnknownFlag: a misspelt flag is bad input that names it as typed and
+// the setting it is nearest to; one near none gets only the --help advice.
+func TestUnknownFlag(t *testing.T) {
+	cases := []struct {
+		name, flag, msg, fix string
+	}{
+		{"one letter doubled", "--untill", "unknown flag --untill", "Did you mean --until?"},
+		{"a letter missing", "--max-iteration", "unknown flag --max-iteration", "Did you mean --max-iterations?"},
+		{"near nothing", "--frobnicate", "unknown flag --frobnicate", "Run goalrun run --help for the flags."},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, t.TempDir(), tc.flag, "x")
+			var se *startupError
+			if !errors.As(err, &se) || se.code != report.ErrBadInput || se.message != "goalrun run: "+tc.msg {
+				t.Fatalf("error %v, want bad input %q", err, tc.msg)
+			}
+			if len(se.suggestions) == 0 || se.suggestions[0] != tc.fix {
+				t.Errorf("suggestions %q, want first %q", se.suggestions, tc.fix)
+			}
+		})
+	}
+}
+
 func TestConfigFile(t *testing.T) {
 	cases := []struct {
 		name    string
