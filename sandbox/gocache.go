@@ -88,6 +88,23 @@ func goToolchainID(ctx context.Context, goroot string, env []string) (string, er
 	return out, nil
 }
 
+// staleWarmingAge is how old a warming folder is when no goalrun can still
+// be filling it: a warming takes minutes; one a killed goalrun left is
+// never finished or removed by it.
+const staleWarmingAge = 24 * time.Hour
+
+// removeStaleWarmings removes the go-build-warming-* folders under
+// cacheRoot made more than staleWarmingAge before now (errors ignored: the
+// next warming tries again).
+func removeStaleWarmings(cacheRoot string, now time.Time) {
+	dirs, _ := filepath.Glob(filepath.Join(cacheRoot, "go-build-warming-*"))
+	for _, d := range dirs {
+		if st, err := os.Lstat(d); err == nil && st.IsDir() && now.Sub(st.ModTime()) > staleWarmingAge {
+			os.RemoveAll(d)
+		}
+	}
+}
+
 // cgoSetting is CGO_ENABLED's value for cgo.
 func cgoSetting(cgo bool) string {
 	if cgo {
@@ -134,6 +151,7 @@ func WarmGoCache(ctx context.Context, goroot, cacheRoot string, cgo bool) (strin
 	if _, err := os.Stat(filepath.Join(dir, goWarmMarker)); err == nil {
 		return dir, nil // warmed by another goalrun while this one waited
 	}
+	removeStaleWarmings(cacheRoot, time.Now())
 	tmp, err := os.MkdirTemp(cacheRoot, "go-build-warming-")
 	if err != nil {
 		return "", fmt.Errorf("sandbox: go cache: %w", err)

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestGoToolchainID: a release toolchain is identified from its VERSION
@@ -60,5 +61,30 @@ func TestGoToolchainID(t *testing.T) {
 	os.WriteFile(filepath.Join(goroot, "bin", "go"), []byte("another"), 0o755)
 	if b, _ := goToolchainID(t.Context(), goroot, nil); a == b {
 		t.Errorf("a rebuilt go command keeps the identity %q", a)
+	}
+}
+
+// TestRemoveStaleWarmings: warming folders a killed goalrun left more than
+// a day ago are removed; a recent one (another goalrun may be filling it)
+// and the warmed caches stay.
+func TestRemoveStaleWarmings(t *testing.T) {
+	root := t.TempDir()
+	now := time.Now()
+	for name, age := range map[string]time.Duration{
+		"go-build-warming-1": 48 * time.Hour, "go-build-warming-2": time.Hour, "go-build-0123456789abcdef": 48 * time.Hour,
+	} {
+		d := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Join(d, "cache"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(d, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removeStaleWarmings(root, now)
+	for name, want := range map[string]bool{"go-build-warming-1": false, "go-build-warming-2": true, "go-build-0123456789abcdef": true} {
+		if _, err := os.Stat(filepath.Join(root, name)); (err == nil) != want {
+			t.Errorf("%s: there %v, want %v", name, err == nil, want)
+		}
 	}
 }
