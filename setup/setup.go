@@ -543,9 +543,14 @@ const (
 	// depsKeyBytesMax bounds the bytes DepsKey hashes in all: 256 MiB
 	// (about a second of SHA-256), far above a real module graph's
 	// manifests (Kubernetes' go.sum is about 100 KiB) and far below the
-	// 32 modules × 3 files × 64 MiB the per-file bound alone allows. A
-	// larger graph keeps the deps per run.
+	// (32 modules × 3 + 64 local targets × 2) files × 64 MiB the per-file
+	// bound alone allows. A larger graph keeps the deps per run.
 	depsKeyBytesMax = 256 << 20
+	// depsKeyTargetsMax bounds the local folders DepsKey follows beyond
+	// the detected modules (replace targets and go.work use folders,
+	// transitively): 64, far above a real tree's handful. More keep the
+	// deps per run.
+	depsKeyTargetsMax = 64
 )
 
 // depsKeyBytesLimit is depsKeyBytesMax; a variable only so that a test
@@ -560,11 +565,27 @@ var depsKeyBytesLimit = depsKeyBytesMax
 // between one and the root (the go command looks for go.work from a
 // step's folder upward, so a nested one governs that module's steps as
 // the root's does; an absent one counts as absent) — plus extra (e.g. the
-// toolchain's version). It is "" when a step is not one of goalrun's Go
+// toolchain's version). The local folders those files point at are in it
+// too, because their go.mod requirements change what `go mod download`
+// fetches and Detect may not have walked them (hidden or skipped folders,
+// or deeper than walkDepthMax): every go.mod and go.work it hashes is
+// parsed strictly, and the go.mod and go.sum of each target of a
+// `replace … => ./path` (or ../path; a replacement without a version) and
+// of each go.work `use` folder, resolved from that file's folder, are
+// hashed and parsed in turn, transitively, each folder once, at most
+// depsKeyTargetsMax of them. Following them all is the simple safe rule:
+// hashing more than the go command reads only makes reuse rarer.
+// It is "" when a step is not one of goalrun's Go
 // defaults (a --setup command or npm ci may write into the tree, which is
 // per run), when the walk was cut short, when a file cannot be read whole
-// (a go.work that is not a regular file included), or when the files add
-// up to more than depsKeyBytesMax. The tree's
+// (a go.work that is not a regular file included), when the files add up
+// to more than depsKeyBytesMax, when a go.mod or go.work does not parse
+// (or is larger than manifestBytesMax, or they add up to more than
+// manifestsParsedMax: parsing is what costs), when a local target is
+// absolute or leaves the workspace, when a go.mod (a target's included)
+// is missing or not a regular file, or when there are more than
+// depsKeyTargetsMax targets; a target's missing go.sum counts as absent.
+// The tree's
 // sources are not in it: the Go build cache is keyed by content, so a
 // source the agent or the user changes is compiled again, never mistaken.
 func DepsKey(dir string, p Project, steps []Step, extra ...string) string {
@@ -603,12 +624,19 @@ func DepsKey(dir string, p Project, steps []Step, extra ...string) string {
 			files = append(files, path.Join(m, "vendor", "modules.txt"))
 		}
 	}
-	total := 0
-	for _, name := range files {
+	visited := map[string]bool{} // module folders hashed or queued
+	for _, m := range p.GoModules {
+		visited[m] = true
+	}
+	total, parsed, targets := 0, 0, 0
+	for i := 0; i < len(files); i++ { // files grows with the targets found
+		name := files[i]
+		base := path.Base(name)
 		b, err := readBounded(root, name, goSumBytesMax)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
+		case errors.Is(err, fs.ErrNotExist) && base != "go.mod":
 			field("absent", name)
+			continue
 		case err != nil:
 			return ""
 		default:
@@ -617,8 +645,70 @@ func DepsKey(dir string, p Project, steps []Step, extra ...string) string {
 			}
 			field("file", name, string(b))
 		}
+		if base != "go.mod" && base != "go.work" {
+			continue
+		}
+		if parsed += len(b); len(b) > manifestBytesMax || parsed > manifestsParsedMax {
+			return ""
+		}
+		dirs, ok := localTargets(name, b)
+		if !ok {
+			return ""
+		}
+		for _, d := range dirs {
+			if visited[d] {
+				continue
+			}
+			visited[d] = true
+			if targets++; targets > depsKeyTargetsMax {
+				return ""
+			}
+			files = append(files, path.Join(d, "go.mod"), path.Join(d, "go.sum"))
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// localTargets parses name (a go.mod or go.work of body b, strictly) and
+// returns the local folders it points at, as slash paths from the
+// workspace's root: the targets of its replacements without a version
+// (https://go.dev/ref/mod#go-mod-file-replace) and, of a go.work, its use
+// folders (https://go.dev/ref/mod#go-work-file-use), each resolved from
+// name's folder as the go command does. ok is false when b does not
+// parse or a target is absolute or leaves the workspace.
+func localTargets(name string, b []byte) (dirs []string, ok bool) {
+	var rels []string
+	local := func(rs []*modfile.Replace) {
+		for _, r := range rs {
+			if r.New.Version == "" {
+				rels = append(rels, r.New.Path)
+			}
+		}
+	}
+	if path.Base(name) == "go.work" {
+		f, err := modfile.ParseWork(name, b, nil)
+		if err != nil {
+			return nil, false
+		}
+		for _, u := range f.Use {
+			rels = append(rels, u.Path)
+		}
+		local(f.Replace)
+	} else {
+		f, err := modfile.Parse(name, b, nil)
+		if err != nil {
+			return nil, false
+		}
+		local(f.Replace)
+	}
+	for _, r := range rels {
+		d := path.Join(path.Dir(name), r)
+		if path.IsAbs(r) || d == ".." || strings.HasPrefix(d, "../") {
+			return nil, false
+		}
+		dirs = append(dirs, d)
+	}
+	return dirs, true
 }
 
 // goWorkFolders are the folders where a go.work may govern one of the
