@@ -209,36 +209,47 @@ func ShellWords(s string) []string {
 // test), "gotest" when that runs tests (go test, gotestsum, ginkgo,
 // richgo test).
 func checkRunners(words []string, runs map[string]bool) {
-	name, args := commandName(words)
-	switch name {
-	case "go":
-		runs["go"] = true
-		for i := 0; i < len(args); i++ {
-			if args[i] == "-C" { // go -C dir test: the only flag before the subcommand
-				i++
-				continue
-			}
-			if strings.HasPrefix(args[i], "-") {
-				continue
-			}
-			if args[i] == "test" {
-				runs["gotest"] = true
-			}
-			break
-		}
+	switch name, _ := commandName(words); name {
 	case "gotestsum", "ginkgo", "richgo", "go-test-coverage", "tparse":
 		runs["go"], runs["gotest"] = true, true
-	default:
-		// A program that runs the rest of its words as a command line
-		// (xvfb-run go test, unbuffer go test, …): the go command among
-		// them is read as one.
-		for k, w := range args {
-			if path.Base(w) == "go" {
-				checkRunners(args[k:], runs)
-				break
-			}
+		return
+	}
+	if args, ok := goArgs(words); ok {
+		runs["go"] = true
+		if goSubcommand(args) == "test" {
+			runs["gotest"] = true
 		}
 	}
+}
+
+// goArgs returns the go command's arguments when a simple command runs
+// it: itself or behind a wrapper commandName sees through, or among the
+// words of a program that runs the rest of its words as a command line
+// (xvfb-run go test, unbuffer go test, …).
+func goArgs(words []string) ([]string, bool) {
+	name, args := commandName(words)
+	if name == "go" {
+		return args, true
+	}
+	if k := slices.IndexFunc(args, func(w string) bool { return path.Base(w) == "go" }); k >= 0 {
+		return args[k+1:], true
+	}
+	return nil, false
+}
+
+// goSubcommand is the subcommand among the go command's arguments ("" for
+// none): the first word that is not a flag, -C taking the next word (go
+// -C dir test: the only flag before the subcommand).
+func goSubcommand(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "-C":
+			i++
+		case !strings.HasPrefix(args[i], "-"):
+			return args[i]
+		}
+	}
+	return ""
 }
 
 // goReadOnlyCommands are the go command's subcommands that build and run
@@ -253,29 +264,10 @@ var goReadOnlyCommands = map[string]bool{"vet": true, "fmt": true, "list": true,
 func goRunsCode(check string) bool {
 	cmds, _ := shellCommands(check)
 	for _, c := range cmds {
-		name, args := commandName(c)
-		for name != "go" {
-			k := slices.IndexFunc(args, func(w string) bool { return path.Base(w) == "go" })
-			if k < 0 {
-				break
-			}
-			name, args = "go", args[k+1:]
-		}
-		if name != "go" {
-			continue
-		}
-		for i := 0; i < len(args); i++ {
-			if args[i] == "-C" {
-				i++
-				continue
-			}
-			if strings.HasPrefix(args[i], "-") {
-				continue
-			}
-			if !goReadOnlyCommands[args[i]] {
+		if args, ok := goArgs(c); ok {
+			if sub := goSubcommand(args); sub != "" && !goReadOnlyCommands[sub] {
 				return true
 			}
-			break
 		}
 	}
 	return false
