@@ -78,6 +78,14 @@ func under(p, dir string) bool {
 	return p == d || strings.HasPrefix(p, d+"/")
 }
 
+// standard reports whether import path p is of the standard library: its
+// first element has no dot, as every module path outside it has
+// (https://go.dev/ref/mod#module-path).
+func standard(p string) bool {
+	first, _, _ := strings.Cut(p, "/")
+	return !strings.Contains(first, ".")
+}
+
 // TestDependencyRules enforces the layering of docs/architecture.md on the
 // packages' direct imports: the sandbox knows nothing of agents, documents
 // or GitHub; the loop and the agents know nothing of GitHub, the agents
@@ -85,7 +93,8 @@ func under(p, dir string) bool {
 // document or the sandbox; the document knows nothing of the loop;
 // grounding knows nothing of goalrun but the shared leaves (internal), and
 // only the loop, the workspace tracker and the command use it; only the command and
-// the GitHub package import go-github and go-githubactions.
+// the GitHub package import go-github and go-githubactions; the lazy
+// regular expressions import only the standard library.
 func TestDependencyRules(t *testing.T) {
 	type rule struct {
 		name      string
@@ -138,6 +147,9 @@ func TestDependencyRules(t *testing.T) {
 		{"the shared leaves (internal) import nothing of goalrun",
 			func(p string) bool { return under(p, "internal") },
 			func(i string) bool { return inModule(i) && !under(i, "internal") }},
+		{"the lazy regular expressions (internal/lazyre) import only the standard library",
+			func(p string) bool { return under(p, "internal/lazyre") },
+			func(i string) bool { return !standard(i) }},
 		{"the docs package imports nothing of goalrun",
 			func(p string) bool { return under(p, "docs") },
 			func(i string) bool { return inModule(i) && !under(i, "docs") }},

@@ -2,10 +2,11 @@ package goal
 
 import (
 	"bytes"
-	"regexp"
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/goalrun/goalrun/internal/lazyre"
 )
 
 // Bounds of what OutputScanner keeps of a check's output, whatever its size.
@@ -36,27 +37,27 @@ const (
 )
 
 var (
-	reANSI         = regexp.MustCompile("\x1b\\[[0-9;?]*[ -/]*[@-~]")
-	reGoRun        = regexp.MustCompile(`^=== (RUN|CONT|NAME|PAUSE)\s+(\S+)`)
-	reGoFailLine   = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
-	reGoPassLine   = regexp.MustCompile(`^\s*--- (PASS|SKIP): (\S+)`)
-	reGoPkgHeader  = regexp.MustCompile(`^# [^\s#]+$`)
-	reGoPkgStatus  = regexp.MustCompile(`^FAIL\s+\S+.*\[(setup|build) failed\]`)
-	reGoBuildErr   = regexp.MustCompile(`^\S+\.go:\d+(:\d+)?: `)
-	reGoPanicLine  = regexp.MustCompile(`^panic: `)
-	rePytestHead   = regexp.MustCompile(`^_{3,} (.+?) _{3,}$`)
-	rePytestSect   = regexp.MustCompile(`^={3,} (.+?) ={3,}$`)
-	rePytestE      = regexp.MustCompile(`^E\s`)
-	rePytestWhere  = regexp.MustCompile(`^\S+\.py:\d+: [A-Z]\w*$`)
-	rePytestSum    = regexp.MustCompile(`^(FAILED|ERROR) \S`)
-	reUnittestHead = regexp.MustCompile(`^(FAIL|ERROR): \S+ \(\S+\)`)
-	reDashes       = regexp.MustCompile(`^-{10,}$`)
-	reCargoHead    = regexp.MustCompile(`^---- \S+ stdout ----$`)
-	reCargoFailed  = regexp.MustCompile(`^test \S+ \.\.\. FAILED$`)
-	reJestHead     = regexp.MustCompile(`^\s*● \S`)
-	reTapNotOK     = regexp.MustCompile(`^\s*not ok \d+ - `)
-	reJestFrame    = regexp.MustCompile(`^\s*>?\s*\d*\s*\|`)
-	reTapKey       = regexp.MustCompile(`^\s{2}(\w+):`)
+	reANSI         = lazyre.New("\x1b\\[[0-9;?]*[ -/]*[@-~]")
+	reGoRun        = lazyre.New(`^=== (RUN|CONT|NAME|PAUSE)\s+(\S+)`)
+	reGoFailLine   = lazyre.New(`^\s*--- FAIL: (\S+)`)
+	reGoPassLine   = lazyre.New(`^\s*--- (PASS|SKIP): (\S+)`)
+	reGoPkgHeader  = lazyre.New(`^# [^\s#]+$`)
+	reGoPkgStatus  = lazyre.New(`^FAIL\s+\S+.*\[(setup|build) failed\]`)
+	reGoBuildErr   = lazyre.New(`^\S+\.go:\d+(:\d+)?: `)
+	reGoPanicLine  = lazyre.New(`^panic: `)
+	rePytestHead   = lazyre.New(`^_{3,} (.+?) _{3,}$`)
+	rePytestSect   = lazyre.New(`^={3,} (.+?) ={3,}$`)
+	rePytestE      = lazyre.New(`^E\s`)
+	rePytestWhere  = lazyre.New(`^\S+\.py:\d+: [A-Z]\w*$`)
+	rePytestSum    = lazyre.New(`^(FAILED|ERROR) \S`)
+	reUnittestHead = lazyre.New(`^(FAIL|ERROR): \S+ \(\S+\)`)
+	reDashes       = lazyre.New(`^-{10,}$`)
+	reCargoHead    = lazyre.New(`^---- \S+ stdout ----$`)
+	reCargoFailed  = lazyre.New(`^test \S+ \.\.\. FAILED$`)
+	reJestHead     = lazyre.New(`^\s*● \S`)
+	reTapNotOK     = lazyre.New(`^\s*not ok \d+ - `)
+	reJestFrame    = lazyre.New(`^\s*>?\s*\d*\s*\|`)
+	reTapKey       = lazyre.New(`^\s{2}(\w+):`)
 )
 
 // tapKeys are the keys of a node --test failure's YAML block worth

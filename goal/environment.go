@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/goalrun/goalrun/internal/lazyre"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -145,7 +146,7 @@ const allowHostFix = "If the setup step must reach a registry or host that is no
 // envRule recognises one environment failure in one line of output.
 type envRule struct {
 	eco, cause string
-	re         *regexp.Regexp
+	re         *lazyre.Regexp
 	// missing is the submatch naming what is missing (0: none).
 	missing int
 	// generic rules (a network failure of no particular tool) count only
@@ -159,71 +160,71 @@ type envRule struct {
 // The rules are tried in order; the first that matches a line wins.
 var envRules = []envRule{
 	// Go. Toolchain first: nothing else can work without it.
-	{eco: "go", cause: EnvToolchain, re: regexp.MustCompile(`^go: go\.mod requires (go >= \S+) \(running go \S+; GOTOOLCHAIN=local\)`), missing: 1},
-	{eco: "go", cause: EnvToolchain, re: regexp.MustCompile(`^go: download (go\S+)( for \S+)?: `), missing: 1},
-	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`cannot find module providing package (\S+): module lookup disabled`), missing: 1},
-	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`(\S+@\S+): module lookup disabled by GOPROXY=off`), missing: 1},
-	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`module lookup disabled by GOPROXY=off`)},
-	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`missing go\.sum entry for module providing package (\S+)`), missing: 1},
-	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`missing go\.sum entry for (go\.mod file|module)`)},
-	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`no required module provides package (\S+?);`), missing: 1, accept: notLocalGoPackage},
+	{eco: "go", cause: EnvToolchain, re: lazyre.New(`^go: go\.mod requires (go >= \S+) \(running go \S+; GOTOOLCHAIN=local\)`), missing: 1},
+	{eco: "go", cause: EnvToolchain, re: lazyre.New(`^go: download (go\S+)( for \S+)?: `), missing: 1},
+	{eco: "go", cause: EnvMissingDependency, re: lazyre.New(`cannot find module providing package (\S+): module lookup disabled`), missing: 1},
+	{eco: "go", cause: EnvMissingDependency, re: lazyre.New(`(\S+@\S+): module lookup disabled by GOPROXY=off`), missing: 1},
+	{eco: "go", cause: EnvMissingDependency, re: lazyre.New(`module lookup disabled by GOPROXY=off`)},
+	{eco: "go", cause: EnvMissingDependency, re: lazyre.New(`missing go\.sum entry for module providing package (\S+)`), missing: 1},
+	{eco: "go", cause: EnvMissingDependency, re: lazyre.New(`missing go\.sum entry for (go\.mod file|module)`)},
+	{eco: "go", cause: EnvMissingDependency, re: lazyre.New(`no required module provides package (\S+?);`), missing: 1, accept: notLocalGoPackage},
 	// The deps volume is read-only to the check: a module the setup step
 	// did not download cannot be locked there, let alone fetched.
-	{eco: "go", cause: EnvMissingDependency, re: regexp.MustCompile(`open ` + regexp.QuoteMeta(sandbox.DepsDir) + `/\S*/cache/download/(\S+)/@v/\S+: read-only file system`), missing: 1},
-	{eco: "go", cause: EnvDownload, re: regexp.MustCompile(`(\S+@v\S+): (Get|reading|verifying|git ls-remote|unrecognized import path) .*(dial tcp|lookup |no such host|network is unreachable|connection refused|i/o timeout|TLS handshake timeout|proxyconnect|server misbehaving)`), missing: 1},
-	{eco: "go", cause: EnvDownload, re: regexp.MustCompile(`^go: (\S+@\S+): .*(dial tcp|lookup |no such host|network is unreachable)`), missing: 1},
-	{eco: "go", cause: EnvDownload, re: regexp.MustCompile(`verifying (\S+): .*(sum\.golang\.org|dial tcp|lookup )`), missing: 1},
+	{eco: "go", cause: EnvMissingDependency, re: lazyre.New(`open ` + regexp.QuoteMeta(sandbox.DepsDir) + `/\S*/cache/download/(\S+)/@v/\S+: read-only file system`), missing: 1},
+	{eco: "go", cause: EnvDownload, re: lazyre.New(`(\S+@v\S+): (Get|reading|verifying|git ls-remote|unrecognized import path) .*(dial tcp|lookup |no such host|network is unreachable|connection refused|i/o timeout|TLS handshake timeout|proxyconnect|server misbehaving)`), missing: 1},
+	{eco: "go", cause: EnvDownload, re: lazyre.New(`^go: (\S+@\S+): .*(dial tcp|lookup |no such host|network is unreachable)`), missing: 1},
+	{eco: "go", cause: EnvDownload, re: lazyre.New(`verifying (\S+): .*(sum\.golang\.org|dial tcp|lookup )`), missing: 1},
 
 	// npm and node.
-	{eco: "npm", cause: EnvDownload, re: regexp.MustCompile(`request to (https?://\S+) failed, reason: .*(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET|EAI_FAIL)`), missing: 1},
-	{eco: "npm", cause: EnvDownload, re: regexp.MustCompile(`^npm (ERR!|error) code (ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET|EAI_FAIL)$`)},
-	{eco: "npm", cause: EnvMissingDependency, re: regexp.MustCompile(`Cannot find (?:module|package) '((?:@[^'/\s]+/)?[^'./\s][^'/\s]*)[^']*'`), missing: 1, accept: notNodeBuiltin},
-	{eco: "npm", cause: EnvMissingDependency, re: regexp.MustCompile(`^sh: \d+: (jest|vitest|mocha|ava|tap|tsc|ts-node|tsx|eslint|karma|playwright|cypress|nyc|c8|uvu|jasmine|ng|next|vite|webpack|rollup|esbuild|nx|turbo|lerna|react-scripts|prettier|xo|standard): not found$`), missing: 1},
+	{eco: "npm", cause: EnvDownload, re: lazyre.New(`request to (https?://\S+) failed, reason: .*(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET|EAI_FAIL)`), missing: 1},
+	{eco: "npm", cause: EnvDownload, re: lazyre.New(`^npm (ERR!|error) code (ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET|EAI_FAIL)$`)},
+	{eco: "npm", cause: EnvMissingDependency, re: lazyre.New(`Cannot find (?:module|package) '((?:@[^'/\s]+/)?[^'./\s][^'/\s]*)[^']*'`), missing: 1, accept: notNodeBuiltin},
+	{eco: "npm", cause: EnvMissingDependency, re: lazyre.New(`^sh: \d+: (jest|vitest|mocha|ava|tap|tsc|ts-node|tsx|eslint|karma|playwright|cypress|nyc|c8|uvu|jasmine|ng|next|vite|webpack|rollup|esbuild|nx|turbo|lerna|react-scripts|prettier|xo|standard): not found$`), missing: 1},
 
 	// Python: the interpreter's own module, pip, an import.
-	{eco: "pypi", cause: EnvMissingTool, re: regexp.MustCompile(`^\S*python[\d.]*: No module named (\S+)$`), missing: 1},
-	{eco: "pypi", cause: EnvDownload, re: regexp.MustCompile(`Could not find a version that satisfies the requirement (\S+)`), missing: 1},
-	{eco: "pypi", cause: EnvDownload, re: regexp.MustCompile(`No matching distribution found for (\S+)`), missing: 1},
-	{eco: "pypi", cause: EnvMissingDependency, re: regexp.MustCompile(`(?:ModuleNotFoundError|ImportError): No module named '?([A-Za-z0-9_.]+)'?`), missing: 1, accept: declaredPython},
+	{eco: "pypi", cause: EnvMissingTool, re: lazyre.New(`^\S*python[\d.]*: No module named (\S+)$`), missing: 1},
+	{eco: "pypi", cause: EnvDownload, re: lazyre.New(`Could not find a version that satisfies the requirement (\S+)`), missing: 1},
+	{eco: "pypi", cause: EnvDownload, re: lazyre.New(`No matching distribution found for (\S+)`), missing: 1},
+	{eco: "pypi", cause: EnvMissingDependency, re: lazyre.New(`(?:ModuleNotFoundError|ImportError): No module named '?([A-Za-z0-9_.]+)'?`), missing: 1, accept: declaredPython},
 
 	// Rust.
-	{eco: "crates", cause: EnvDownload, re: regexp.MustCompile("failed to get `([^`]+)` as a dependency of package"), missing: 1},
-	{eco: "crates", cause: EnvDownload, re: regexp.MustCompile("failed to download (?:from )?`([^`]+)`"), missing: 1},
-	{eco: "crates", cause: EnvDownload, re: regexp.MustCompile("failed to load source for dependency `([^`]+)`"), missing: 1},
-	{eco: "crates", cause: EnvMissingDependency, re: regexp.MustCompile("no matching package named `([^`]+)` found"), missing: 1, accept: func(_ []string, out string, _ Environment) bool {
+	{eco: "crates", cause: EnvDownload, re: lazyre.New("failed to get `([^`]+)` as a dependency of package"), missing: 1},
+	{eco: "crates", cause: EnvDownload, re: lazyre.New("failed to download (?:from )?`([^`]+)`"), missing: 1},
+	{eco: "crates", cause: EnvDownload, re: lazyre.New("failed to load source for dependency `([^`]+)`"), missing: 1},
+	{eco: "crates", cause: EnvMissingDependency, re: lazyre.New("no matching package named `([^`]+)` found"), missing: 1, accept: func(_ []string, out string, _ Environment) bool {
 		return strings.Contains(out, "offline")
 	}},
 
 	// Maven and Gradle.
-	{eco: "maven", cause: EnvMissingDependency, re: regexp.MustCompile(`in offline mode and the artifact (\S+) has not been downloaded`), missing: 1},
-	{eco: "maven", cause: EnvDownload, re: regexp.MustCompile(`Could not transfer artifact (\S+) from/to`), missing: 1},
-	{eco: "maven", cause: EnvMissingDependency, re: regexp.MustCompile(`Could not resolve dependencies for project (\S+?):? `), missing: 1},
-	{eco: "maven", cause: EnvMissingDependency, re: regexp.MustCompile(`The following artifacts could not be resolved: ([^,\s]+)`), missing: 1},
-	{eco: "maven", cause: EnvMissingDependency, re: regexp.MustCompile(`Plugin (\S+) or one of its dependencies could not be resolved`), missing: 1},
-	{eco: "maven", cause: EnvMissingDependency, re: regexp.MustCompile(`Non-resolvable (?:parent POM|import POM).* for (\S+?):? `), missing: 1},
-	{eco: "gradle", cause: EnvMissingDependency, re: regexp.MustCompile(`No cached version of (\S+) available for offline mode`), missing: 1},
-	{eco: "gradle", cause: EnvDownload, re: regexp.MustCompile(`Could not GET '([^']+)'`), missing: 1},
-	{eco: "gradle", cause: EnvMissingDependency, re: regexp.MustCompile(`^> Could not resolve ([\w.\-]+:[\w.\-]+:[\w.\-]+)\.$`), missing: 1},
-	{eco: "gradle", cause: EnvMissingDependency, re: regexp.MustCompile(`Could not resolve all (?:files|dependencies|artifacts) for configuration '([^']+)'`), missing: 1},
-	{eco: "gradle", cause: EnvMissingDependency, re: regexp.MustCompile(`Plugin \[id: '([^']+)'.*\] was not found`), missing: 1},
-	{eco: "gradle", cause: EnvDownload, re: regexp.MustCompile(`java\.net\.UnknownHostException: (services\.gradle\.org|downloads\.gradle\.org)`), missing: 1},
+	{eco: "maven", cause: EnvMissingDependency, re: lazyre.New(`in offline mode and the artifact (\S+) has not been downloaded`), missing: 1},
+	{eco: "maven", cause: EnvDownload, re: lazyre.New(`Could not transfer artifact (\S+) from/to`), missing: 1},
+	{eco: "maven", cause: EnvMissingDependency, re: lazyre.New(`Could not resolve dependencies for project (\S+?):? `), missing: 1},
+	{eco: "maven", cause: EnvMissingDependency, re: lazyre.New(`The following artifacts could not be resolved: ([^,\s]+)`), missing: 1},
+	{eco: "maven", cause: EnvMissingDependency, re: lazyre.New(`Plugin (\S+) or one of its dependencies could not be resolved`), missing: 1},
+	{eco: "maven", cause: EnvMissingDependency, re: lazyre.New(`Non-resolvable (?:parent POM|import POM).* for (\S+?):? `), missing: 1},
+	{eco: "gradle", cause: EnvMissingDependency, re: lazyre.New(`No cached version of (\S+) available for offline mode`), missing: 1},
+	{eco: "gradle", cause: EnvDownload, re: lazyre.New(`Could not GET '([^']+)'`), missing: 1},
+	{eco: "gradle", cause: EnvMissingDependency, re: lazyre.New(`^> Could not resolve ([\w.\-]+:[\w.\-]+:[\w.\-]+)\.$`), missing: 1},
+	{eco: "gradle", cause: EnvMissingDependency, re: lazyre.New(`Could not resolve all (?:files|dependencies|artifacts) for configuration '([^']+)'`), missing: 1},
+	{eco: "gradle", cause: EnvMissingDependency, re: lazyre.New(`Plugin \[id: '([^']+)'.*\] was not found`), missing: 1},
+	{eco: "gradle", cause: EnvDownload, re: lazyre.New(`java\.net\.UnknownHostException: (services\.gradle\.org|downloads\.gradle\.org)`), missing: 1},
 
 	// Any tool: the deps volume, read-only to the check, lacks what the
 	// tool wanted to write there (the setup step did not prepare it).
-	{cause: EnvMissingDependency, re: regexp.MustCompile(regexp.QuoteMeta(sandbox.DepsDir) + `/\S*.*(?:[Rr]ead-only file system|EROFS)`)},
+	{cause: EnvMissingDependency, re: lazyre.New(regexp.QuoteMeta(sandbox.DepsDir) + `/\S*.*(?:[Rr]ead-only file system|EROFS)`)},
 
 	// Any tool: the network was needed.
-	{cause: EnvNetwork, re: regexp.MustCompile(`lookup (\S+?)(?: on \S+)?: (?:no such host|server misbehaving|dial udp .*(?:network is unreachable|cannot assign requested address|connection refused))`), missing: 1, generic: true},
-	{cause: EnvNetwork, re: regexp.MustCompile(`getaddrinfo (?:ENOTFOUND|EAI_AGAIN) (\S+)`), missing: 1, generic: true},
-	{cause: EnvNetwork, re: regexp.MustCompile(`Could not resolve host:? (\S+?)\)?$`), missing: 1, generic: true},
-	{cause: EnvNetwork, re: regexp.MustCompile(`(?:java\.net\.)?UnknownHostException: (\S+)`), missing: 1, generic: true},
-	{cause: EnvNetwork, re: regexp.MustCompile(`Unknown host (\S+?):? `), missing: 1, generic: true},
-	{cause: EnvNetwork, re: regexp.MustCompile(`Temporary failure in name resolution|Name or service not known|nodename nor servname provided`), generic: true},
+	{cause: EnvNetwork, re: lazyre.New(`lookup (\S+?)(?: on \S+)?: (?:no such host|server misbehaving|dial udp .*(?:network is unreachable|cannot assign requested address|connection refused))`), missing: 1, generic: true},
+	{cause: EnvNetwork, re: lazyre.New(`getaddrinfo (?:ENOTFOUND|EAI_AGAIN) (\S+)`), missing: 1, generic: true},
+	{cause: EnvNetwork, re: lazyre.New(`Could not resolve host:? (\S+?)\)?$`), missing: 1, generic: true},
+	{cause: EnvNetwork, re: lazyre.New(`(?:java\.net\.)?UnknownHostException: (\S+)`), missing: 1, generic: true},
+	{cause: EnvNetwork, re: lazyre.New(`Unknown host (\S+?):? `), missing: 1, generic: true},
+	{cause: EnvNetwork, re: lazyre.New(`Temporary failure in name resolution|Name or service not known|nodename nor servname provided`), generic: true},
 }
 
 // reGoDownloading is the go command's note before it downloads a module;
 // a module lookup refused without naming the module is that one.
-var reGoDownloading = regexp.MustCompile(`(?m)^go: downloading (\S+) (v\S+)$`)
+var reGoDownloading = lazyre.New(`(?m)^go: downloading (\S+) (v\S+)$`)
 
 // envEvidence reports whether line l may show an environment failure (the
 // scanner keeps such lines from anywhere in the output).
@@ -297,7 +298,7 @@ func namesFailingTests(out string) bool {
 	return false
 }
 
-var reGoFailingPkg = regexp.MustCompile(`(?m)^(?:# |FAIL\s+)(\S+)`)
+var reGoFailingPkg = lazyre.New(`(?m)^(?:# |FAIL\s+)(\S+)`)
 
 // notLocalGoPackage refuses "no required module provides package P" when P
 // lies in the module being built (the failing package's path shares P's

@@ -4,10 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/goalrun/goalrun/internal/lazyre"
 	"github.com/goalrun/goalrun/report"
 )
 
@@ -106,29 +106,29 @@ func (h *Halts) Budget(total report.Usage) (halt, reason string) {
 const failingNamesMax = 256
 
 var (
-	reGoFail      = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
-	reGoPkgFail   = regexp.MustCompile(`(?m)^FAIL[ \t]+(\S+)`)
-	reGoPanic     = regexp.MustCompile(`(?m)^panic: (.*)$`)
-	rePytest      = regexp.MustCompile(`(?m)^(FAILED|ERROR)[ \t]+(\S+::\S+|\S+\.py)`)
-	reJestBullet  = regexp.MustCompile(`(?m)^\s*● (.+?)\s*$`)
-	reJestCross   = regexp.MustCompile(`(?m)^\s*[✕×✗] (.+?)(\s+\(\d+(\.\d+)?\s*m?s\))?\s*$`)
-	reJestFile    = regexp.MustCompile(`(?m)^\s*FAIL\s+(\S+\.[cm]?[jt]sx?)\b`)
-	reCargo       = regexp.MustCompile(`(?m)^test (\S+) \.\.\. FAILED`)
-	reRspec       = regexp.MustCompile(`(?m)^rspec (\S+)`)
-	reMochaFail   = regexp.MustCompile(`(?m)^\s+\d+\) (.+)$`)
-	reUnittest    = regexp.MustCompile(`(?m)^(FAIL|ERROR): (\S+ \(\S+\))`)
-	reCompileErr  = regexp.MustCompile(`(?m)^\S+\.(go|rs|c|cc|cpp|ts|tsx|py|java):\d+(:\d+)?:\s*(error:)?.*$`)
-	reDuration    = regexp.MustCompile(`\b\d+(\.\d+)?\s?(ns|µs|us|ms|s|sec|secs|seconds|m|min|h)\b`)
-	reHexAddr     = regexp.MustCompile(`\b0x[0-9a-fA-F]+\b`)
-	reTmpPath     = regexp.MustCompile(`(/private)?(/tmp|/var/folders|/var/tmp|/dev/shm)/[^\s:'"()\]]*|[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[^\s:'"]*`)
-	reTimestamp   = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(\.\d+)?\b`)
-	reGoroutine   = regexp.MustCompile(`goroutine \d+`)
-	rePort        = regexp.MustCompile(`(localhost|127\.0\.0\.1|\[::1\]|0\.0\.0\.0):\d+`)
-	rePID         = regexp.MustCompile(`\b(pid|PID|process)[ =:]\d+`)
-	reSeed        = regexp.MustCompile(`(?i)(seed[ =:]*)\d+`)
-	reGoCached    = regexp.MustCompile(`\s\(cached\)`)
-	reSpaces      = regexp.MustCompile(`[ \t]+`)
-	reJestSummary = regexp.MustCompile(`(?m)^(Tests|Test Suites|Snapshots|Time|Ran all).*$`)
+	reGoFail      = lazyre.New(`(?m)^\s*--- FAIL: (\S+)`)
+	reGoPkgFail   = lazyre.New(`(?m)^FAIL[ \t]+(\S+)`)
+	reGoPanic     = lazyre.New(`(?m)^panic: (.*)$`)
+	rePytest      = lazyre.New(`(?m)^(FAILED|ERROR)[ \t]+(\S+::\S+|\S+\.py)`)
+	reJestBullet  = lazyre.New(`(?m)^\s*● (.+?)\s*$`)
+	reJestCross   = lazyre.New(`(?m)^\s*[✕×✗] (.+?)(\s+\(\d+(\.\d+)?\s*m?s\))?\s*$`)
+	reJestFile    = lazyre.New(`(?m)^\s*FAIL\s+(\S+\.[cm]?[jt]sx?)\b`)
+	reCargo       = lazyre.New(`(?m)^test (\S+) \.\.\. FAILED`)
+	reRspec       = lazyre.New(`(?m)^rspec (\S+)`)
+	reMochaFail   = lazyre.New(`(?m)^\s+\d+\) (.+)$`)
+	reUnittest    = lazyre.New(`(?m)^(FAIL|ERROR): (\S+ \(\S+\))`)
+	reCompileErr  = lazyre.New(`(?m)^\S+\.(go|rs|c|cc|cpp|ts|tsx|py|java):\d+(:\d+)?:\s*(error:)?.*$`)
+	reDuration    = lazyre.New(`\b\d+(\.\d+)?\s?(ns|µs|us|ms|s|sec|secs|seconds|m|min|h)\b`)
+	reHexAddr     = lazyre.New(`\b0x[0-9a-fA-F]+\b`)
+	reTmpPath     = lazyre.New(`(/private)?(/tmp|/var/folders|/var/tmp|/dev/shm)/[^\s:'"()\]]*|[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[^\s:'"]*`)
+	reTimestamp   = lazyre.New(`\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(\.\d+)?\b`)
+	reGoroutine   = lazyre.New(`goroutine \d+`)
+	rePort        = lazyre.New(`(localhost|127\.0\.0\.1|\[::1\]|0\.0\.0\.0):\d+`)
+	rePID         = lazyre.New(`\b(pid|PID|process)[ =:]\d+`)
+	reSeed        = lazyre.New(`(?i)(seed[ =:]*)\d+`)
+	reGoCached    = lazyre.New(`\s\(cached\)`)
+	reSpaces      = lazyre.New(`[ \t]+`)
+	reJestSummary = lazyre.New(`(?m)^(Tests|Test Suites|Snapshots|Time|Ran all).*$`)
 )
 
 // NormalizeCheckOutput strips what changes between two runs of the same
@@ -155,7 +155,7 @@ func NormalizeCheckOutput(s string) string {
 // mocha, cargo test or rspec names, sorted and unique (at most 256).
 func FailingTests(out string) []string {
 	set := map[string]bool{}
-	addAll := func(prefix string, re *regexp.Regexp, group int) {
+	addAll := func(prefix string, re *lazyre.Regexp, group int) {
 		for _, m := range re.FindAllStringSubmatch(out, -1) {
 			if len(set) < failingNamesMax {
 				set[prefix+NormalizeCheckOutput(strings.TrimSpace(m[group]))] = true

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/goalrun/goalrun/internal/lazyre"
 )
 
 // testLineMax bounds the part of one output line the tally keeps to read
@@ -94,17 +95,17 @@ func (t *testTally) flush() {
 
 var (
 	// go test's package result lines (cmd/go: "ok  \t%s\t%s%s%s", "?   \t%s\t[no test files]").
-	reGoOK        = regexp.MustCompile(`^ok\s+\S+\s`)
-	reGoNoFiles   = regexp.MustCompile(`^\?\s+\S+\s+\[no test files\]`)
-	reTallyGoFail = regexp.MustCompile(`^FAIL\s+\S+\s`)
+	reGoOK        = lazyre.New(`^ok\s+\S+\s`)
+	reGoNoFiles   = lazyre.New(`^\?\s+\S+\s+\[no test files\]`)
+	reTallyGoFail = lazyre.New(`^FAIL\s+\S+\s`)
 	// pytest's closing line ("==== 2 passed, 1 skipped in 0.02s ====", or
 	// without the rules in -q) and its "collected 0 items".
-	rePySummary = regexp.MustCompile(`^=*\s*((?:\d+ \w+(?:, )?)+|no tests ran) in [\d.]+s`)
-	rePyCount   = regexp.MustCompile(`(\d+) (\w+)`)
+	rePySummary = lazyre.New(`^=*\s*((?:\d+ \w+(?:, )?)+|no tests ran) in [\d.]+s`)
+	rePyCount   = lazyre.New(`(\d+) (\w+)`)
 	// unittest's "Ran N tests in 0.000s".
-	reTallyUnittest = regexp.MustCompile(`^Ran (\d+) tests? in `)
+	reTallyUnittest = lazyre.New(`^Ran (\d+) tests? in `)
 	// pytest's opening line.
-	rePyHeader = regexp.MustCompile(`^=+ test session starts =+$`)
+	rePyHeader = lazyre.New(`^=+ test session starts =+$`)
 )
 
 var (
@@ -125,7 +126,7 @@ var (
 // after other text on the same line: a test that printed without a final
 // newline (fmt.Print, a progress indicator on stderr, a colour reset) has
 // testing's own line glued onto its output.
-var reGoGlued = regexp.MustCompile(`(?:--- (?:PASS|FAIL|SKIP): \S+ \([0-9.]+s\)|=== (?:RUN|PAUSE|CONT|NAME) +\S+)$|(?: {4})+[^\s:]+\.go:\d+: `)
+var reGoGlued = lazyre.New(`(?:--- (?:PASS|FAIL|SKIP): \S+ \([0-9.]+s\)|=== (?:RUN|PAUSE|CONT|NAME) +\S+)$|(?: {4})+[^\s:]+\.go:\d+: `)
 
 // splitGoGlued returns the test's output and the framing line of b when a
 // framing line is glued onto output (reGoGlued), and ok false otherwise

@@ -3,9 +3,10 @@ package grounding
 import (
 	"maps"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/goalrun/goalrun/internal/lazyre"
 )
 
 // Runners returns the test runners and build tools a check command line
@@ -60,7 +61,7 @@ func Runners(check string) map[string]bool {
 
 // rePythonCmd matches a Python interpreter's name: python, python3,
 // python3.12, pypy3, uv, poetry, pipenv, hatch, pdm (which run it).
-var rePythonCmd = regexp.MustCompile(`^(python|pypy)\d*(\.\d+)?$|^(uv|poetry|pipenv|hatch|pdm|rye)$`)
+var rePythonCmd = lazyre.New(`^(python|pypy)\d*(\.\d+)?$|^(uv|poetry|pipenv|hatch|pdm|rye)$`)
 
 // pythonMarkers are files that make a tree a Python project.
 var pythonMarkers = map[string]bool{"pyproject.toml": true, "setup.py": true, "setup.cfg": true, "tox.ini": true,
@@ -196,7 +197,7 @@ func shadowsPythonRunner(p, sub string, runs map[string]bool) bool {
 
 // Test files: their names and the folders they lie in.
 var (
-	reTestBase = regexp.MustCompile(`(?i)(_test\.go|^test_.*\.py|_test\.py|\.(test|spec)\.[cm]?[jt]sx?|\.spec\.\w+|_spec\.rb|_test\.rb|Tests?\.(java|kt|cs|php|swift|scala)|_test\.(rs|exs|dart|cc|cpp|c)|^conftest\.py|\.snap)$`)
+	reTestBase = lazyre.New(`(?i)(_test\.go|^test_.*\.py|_test\.py|\.(test|spec)\.[cm]?[jt]sx?|\.spec\.\w+|_spec\.rb|_test\.rb|Tests?\.(java|kt|cs|php|swift|scala)|_test\.(rs|exs|dart|cc|cpp|c)|^conftest\.py|\.snap)$`)
 	testDirs   = map[string]bool{"test": true, "tests": true, "__tests__": true, "spec": true, "specs": true,
 		"testdata": true, "__snapshots__": true, "e2e": true, "test_data": true, "fixtures": true}
 )

@@ -4,10 +4,11 @@ import (
 	"crypto/rand"
 	"path"
 	"reflect"
-	"regexp"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/goalrun/goalrun/internal/lazyre"
 )
 
 // pythonRuns reports whether the check runs Python code (runs, from
@@ -329,4 +330,4 @@ func pythonEnvFlags(command string, runs map[string]bool) map[string]bool {
 }
 
 // reShortFlags matches a word of short options (-i, -Iu, -E).
-var reShortFlags = regexp.MustCompile(`^-[A-Za-z]+$`)
+var reShortFlags = lazyre.New(`^-[A-Za-z]+$`)

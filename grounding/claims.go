@@ -2,13 +2,13 @@ package grounding
 
 import (
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
+	"github.com/goalrun/goalrun/internal/lazyre"
 	"github.com/goalrun/goalrun/internal/redact"
 	"github.com/goalrun/goalrun/internal/textcap"
 )
@@ -593,12 +593,12 @@ func toolOps(tool string) map[string]bool {
 }
 
 var (
-	reTestCmd = regexp.MustCompile(`(?i)(^|[\s;&|('"` + "`" + `])(go\s+test|gotestsum|py\.?test|python\d?(\.\d+)?\s+-m\s+(pytest|unittest)|tox|nox|(npm|yarn|pnpm|bun)\s+(run\s+)?test[\w:.-]*|npm\s+t|npx\s+(jest|vitest|mocha|playwright\s+test)|jest|vitest|mocha|cargo\s+(test|nextest)|make\s+(\S+\s+)*(test|tests|check|unittest|test-\S+)|ctest|mvn\s+(\S+\s+)*(test|verify)|(\./)?gradlew?\s+(\S+\s+)*test|dotnet\s+test|rspec|rake\s+test|phpunit|mix\s+test|deno\s+test|swift\s+test|zig\s+build\s+test|bazel\s+test|meson\s+test|stack\s+test|cabal\s+test|dune\s+test|\S*run[_-]tests?(\.\w+)?|\S*/test\.sh)($|[\s;&|)'"` + "`" + `])`)
-	reCommit  = regexp.MustCompile(`(?i)\bgit\b[^;&|]*\bcommit\b`)
-	rePush    = regexp.MustCompile(`(?i)\bgit\b[^;&|]*\bpush\b`)
-	rePR      = regexp.MustCompile(`(?i)\bgh\s+pr\s+create\b|\bhub\s+pull-request\b|\bglab\s+mr\s+create\b`)
-	reInstall = regexp.MustCompile(`(?i)\b((npm|pnpm)\s+(i|install|add|ci)\b|yarn(\s+(add|install)\b|\s*($|[;&|]))|pip\d?(\.\d+)?\s+install\b|python\d?(\.\d+)?\s+-m\s+pip\s+install\b|uv\s+(pip\s+install|add|sync)\b|poetry\s+(add|install)\b|pipenv\s+install\b|conda\s+install\b|go\s+(get|install)\b|cargo\s+(add|install)\b|gem\s+install\b|bundle(\s+(install|add))?\s*($|[;&|])|apt(-get)?\s+(-\S+\s+)*install\b|apk\s+add\b|brew\s+install\b|(dnf|yum)\s+install\b|composer\s+(require|install)\b|dotnet\s+add\s+package\b|mix\s+deps\.get\b)`)
-	reDeploy  = regexp.MustCompile(`(?i)\b(kubectl\s+(apply|rollout|set\s+image|create)\b|helm\s+(install|upgrade)\b|terraform\s+apply\b|pulumi\s+up\b|(fly|flyctl)\s+deploy\b|vercel\b.*--prod|vercel\s+deploy\b|netlify\s+deploy\b|firebase\s+deploy\b|gcloud\b.*\bdeploy\b|aws\b.*\bdeploy\b|(serverless|sls)\s+deploy\b|(npm|yarn|pnpm)\s+run\s+deploy\b|make\s+deploy\b|git\s+push\s+heroku\b|(cdk|sam|eb)\s+deploy\b|wrangler\s+(deploy|publish)\b|ansible-playbook\b|docker\s+push\b)`)
+	reTestCmd = lazyre.New(`(?i)(^|[\s;&|('"` + "`" + `])(go\s+test|gotestsum|py\.?test|python\d?(\.\d+)?\s+-m\s+(pytest|unittest)|tox|nox|(npm|yarn|pnpm|bun)\s+(run\s+)?test[\w:.-]*|npm\s+t|npx\s+(jest|vitest|mocha|playwright\s+test)|jest|vitest|mocha|cargo\s+(test|nextest)|make\s+(\S+\s+)*(test|tests|check|unittest|test-\S+)|ctest|mvn\s+(\S+\s+)*(test|verify)|(\./)?gradlew?\s+(\S+\s+)*test|dotnet\s+test|rspec|rake\s+test|phpunit|mix\s+test|deno\s+test|swift\s+test|zig\s+build\s+test|bazel\s+test|meson\s+test|stack\s+test|cabal\s+test|dune\s+test|\S*run[_-]tests?(\.\w+)?|\S*/test\.sh)($|[\s;&|)'"` + "`" + `])`)
+	reCommit  = lazyre.New(`(?i)\bgit\b[^;&|]*\bcommit\b`)
+	rePush    = lazyre.New(`(?i)\bgit\b[^;&|]*\bpush\b`)
+	rePR      = lazyre.New(`(?i)\bgh\s+pr\s+create\b|\bhub\s+pull-request\b|\bglab\s+mr\s+create\b`)
+	reInstall = lazyre.New(`(?i)\b((npm|pnpm)\s+(i|install|add|ci)\b|yarn(\s+(add|install)\b|\s*($|[;&|]))|pip\d?(\.\d+)?\s+install\b|python\d?(\.\d+)?\s+-m\s+pip\s+install\b|uv\s+(pip\s+install|add|sync)\b|poetry\s+(add|install)\b|pipenv\s+install\b|conda\s+install\b|go\s+(get|install)\b|cargo\s+(add|install)\b|gem\s+install\b|bundle(\s+(install|add))?\s*($|[;&|])|apt(-get)?\s+(-\S+\s+)*install\b|apk\s+add\b|brew\s+install\b|(dnf|yum)\s+install\b|composer\s+(require|install)\b|dotnet\s+add\s+package\b|mix\s+deps\.get\b)`)
+	reDeploy  = lazyre.New(`(?i)\b(kubectl\s+(apply|rollout|set\s+image|create)\b|helm\s+(install|upgrade)\b|terraform\s+apply\b|pulumi\s+up\b|(fly|flyctl)\s+deploy\b|vercel\b.*--prod|vercel\s+deploy\b|netlify\s+deploy\b|firebase\s+deploy\b|gcloud\b.*\bdeploy\b|aws\b.*\bdeploy\b|(serverless|sls)\s+deploy\b|(npm|yarn|pnpm)\s+run\s+deploy\b|make\s+deploy\b|git\s+push\s+heroku\b|(cdk|sam|eb)\s+deploy\b|wrangler\s+(deploy|publish)\b|ansible-playbook\b|docker\s+push\b)`)
 )
 
 // opMatchers pair each operation's regular expression with words one of
@@ -607,7 +607,7 @@ var (
 var opMatchers = []struct {
 	op    string
 	words []string
-	re    *regexp.Regexp
+	re    *lazyre.Regexp
 }{
 	{opTest, []string{"test", "tox", "nox", "jest", "mocha", "check", "verify", "rspec", "npm t"}, reTestCmd},
 	{opCommit, []string{"commit"}, reCommit},
@@ -639,9 +639,9 @@ func commandOps(cmd string) map[string]bool {
 func isTestCommand(s string) bool { return reTestCmd.MatchString(" " + s + " ") }
 
 var (
-	reShellWriter  = regexp.MustCompile(`(^|[\s;&|(])(sed\s+(-\S+\s+)*-i|perl\s+(-\S+\s+)*-\S*i|tee|mv|cp|touch|install|ln|truncate|patch|dd|ed|ex|gofmt\s+(-\S+\s+)*-w|goimports\s+(-\S+\s+)*-w|prettier\s+(-\S+\s+)*--write|black|ruff\s+format|rustfmt|git\s+(apply|mv|checkout|restore|am))($|\s)|>`)
-	reShellRemover = regexp.MustCompile(`(^|[\s;&|(])(rm|git\s+rm|unlink|rmdir)($|\s)`)
-	rePathToken    = regexp.MustCompile(`[\w@+~-][\w.@+~/-]*`)
+	reShellWriter  = lazyre.New(`(^|[\s;&|(])(sed\s+(-\S+\s+)*-i|perl\s+(-\S+\s+)*-\S*i|tee|mv|cp|touch|install|ln|truncate|patch|dd|ed|ex|gofmt\s+(-\S+\s+)*-w|goimports\s+(-\S+\s+)*-w|prettier\s+(-\S+\s+)*--write|black|ruff\s+format|rustfmt|git\s+(apply|mv|checkout|restore|am))($|\s)|>`)
+	reShellRemover = lazyre.New(`(^|[\s;&|(])(rm|git\s+rm|unlink|rmdir)($|\s)`)
+	rePathToken    = lazyre.New(`[\w@+~-][\w.@+~/-]*`)
 )
 
 // shellTargets returns the path-like words of a command line that writes

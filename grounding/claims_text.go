@@ -1,12 +1,12 @@
 package grounding
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/goalrun/goalrun/internal/lazyre"
 	"github.com/goalrun/goalrun/internal/markdown"
 )
 
@@ -48,15 +48,15 @@ const (
 )
 
 var (
-	reHeading     = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
-	reListItem    = regexp.MustCompile(`^\s*(?:[-*+•]|\d{1,3}[.)])\s+(.*)$`)
-	reBoldHeading = regexp.MustCompile(`^\s*(?:\*\*|__)([^*_]{1,80}?):?(?:\*\*|__):?\s*$`)
-	rePRLink      = regexp.MustCompile(`(?i)^\s*(pr|pull request|merge request|mr)\s*[:=]\s*(https?://\S+/(pull|pulls|merge_requests)/\d+|#\d+)\b`)
-	reTableSep    = regexp.MustCompile(`^\s*\|?[\s:|-]+\|[\s:|-]*$`)
-	reCheckbox    = regexp.MustCompile(`^\[([ xX✓✔])\]\s*`)
-	reAdviceCtx   = regexp.MustCompile(`(?i)\b(next( steps?)?|todo|to[ -]do|remaining|follow[ -]?ups?|recommend\w*|suggest\w*|you (can|should|may|might|need|could|will|must)|you'll|to verify|verify|how to|manual\w*|not (yet )?done|open questions?|plan|planned|before merging|what's left|left to do|outstanding|pending|future|known issues?|limitations?|caveats?|to test|steps to|would|could|should|consider|optional|ideas?)\b`)
-	reChangeCtx   = regexp.MustCompile(`(?i)\b(changes?|changed|summary|what i did|what i changed|done|fix(es|ed)?|changelog|modifications?|files?|work|completed|results?|verification|testing|tests|here's what|here is what|i did|what was done)\b`)
-	reKV          = regexp.MustCompile(`(?i)^\s*(?:the\s+)?(unit\s+|all\s+|integration\s+|e2e\s+)?(tests?|test suite|suite|specs?|commit(?:ted)?|push(?:ed)?|pr|pull request|deploy(?:ment|ed)?|install(?:ation|ed)?)\s*[:=]\s*(pass(?:ed|ing)?|ok|okay|done|yes|green|success(?:ful)?|succeeded|created|opened|complete(?:d)?|✅|✔️?|☑️?)\s*[.!]?\s*$`)
+	reHeading     = lazyre.New(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
+	reListItem    = lazyre.New(`^\s*(?:[-*+•]|\d{1,3}[.)])\s+(.*)$`)
+	reBoldHeading = lazyre.New(`^\s*(?:\*\*|__)([^*_]{1,80}?):?(?:\*\*|__):?\s*$`)
+	rePRLink      = lazyre.New(`(?i)^\s*(pr|pull request|merge request|mr)\s*[:=]\s*(https?://\S+/(pull|pulls|merge_requests)/\d+|#\d+)\b`)
+	reTableSep    = lazyre.New(`^\s*\|?[\s:|-]+\|[\s:|-]*$`)
+	reCheckbox    = lazyre.New(`^\[([ xX✓✔])\]\s*`)
+	reAdviceCtx   = lazyre.New(`(?i)\b(next( steps?)?|todo|to[ -]do|remaining|follow[ -]?ups?|recommend\w*|suggest\w*|you (can|should|may|might|need|could|will|must)|you'll|to verify|verify|how to|manual\w*|not (yet )?done|open questions?|plan|planned|before merging|what's left|left to do|outstanding|pending|future|known issues?|limitations?|caveats?|to test|steps to|would|could|should|consider|optional|ideas?)\b`)
+	reChangeCtx   = lazyre.New(`(?i)\b(changes?|changed|summary|what i did|what i changed|done|fix(es|ed)?|changelog|modifications?|files?|work|completed|results?|verification|testing|tests|here's what|here is what|i did|what was done)\b`)
+	reKV          = lazyre.New(`(?i)^\s*(?:the\s+)?(unit\s+|all\s+|integration\s+|e2e\s+)?(tests?|test suite|suite|specs?|commit(?:ted)?|push(?:ed)?|pr|pull request|deploy(?:ment|ed)?|install(?:ation|ed)?)\s*[:=]\s*(pass(?:ed|ing)?|ok|okay|done|yes|green|success(?:ful)?|succeeded|created|opened|complete(?:d)?|✅|✔️?|☑️?)\s*[.!]?\s*$`)
 )
 
 // unitText is one line of prose to analyse, with its context.
@@ -191,7 +191,7 @@ var (
 	failMarks = []string{"❌", "✗", "✘", "⛔", "🚫", "⚠️", "⚠", "🔴", "❗", "⏳", "🚧"}
 )
 
-var reBareCode = regexp.MustCompile("^`([^`]+)`\\s*(?:\\((?:pass|passed|ok|green)\\))?\\.?$")
+var reBareCode = lazyre.New("^`([^`]+)`\\s*(?:\\((?:pass|passed|ok|green)\\))?\\.?$")
 
 // hasDoneMark reports whether an item starts with a done mark or a checked box.
 func hasDoneMark(s string) bool {
@@ -252,7 +252,7 @@ type masked struct {
 	quots []string
 }
 
-var reQuote = regexp.MustCompile(`"[^"\n]{1,200}"|“[^”\n]{1,200}”`)
+var reQuote = lazyre.New(`"[^"\n]{1,200}"|“[^”\n]{1,200}”`)
 
 // mask replaces `code` and "quoted" spans (step 2).
 func mask(s string) masked {
@@ -1246,7 +1246,7 @@ var knownNames = setOf("makefile", "gnumakefile", "dockerfile", "containerfile",
 	"jenkinsfile", "vagrantfile", "brewfile", "justfile", "license", "readme", "changelog", "codeowners", "taskfile",
 	"pipfile", "podfile", "fastfile", "berksfile", "guardfile", "capfile", "snakefile", "notice", "authors")
 
-var reFileChars = regexp.MustCompile(`^[\w./@+~-]+$`)
+var reFileChars = lazyre.New(`^[\w./@+~-]+$`)
 
 // fileLike reports whether s names a file: one word of path characters
 // whose base name has a known extension, is a known extension-less name

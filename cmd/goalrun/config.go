@@ -13,7 +13,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/goalrun/goalrun/goal/agent"
+	"github.com/goalrun/goalrun/internal/lazyre"
 	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 	"github.com/goalrun/goalrun/sandbox/egress"
@@ -1268,7 +1268,7 @@ func upperCaseRepository(ref string) bool {
 
 // plainProgram matches a command's first word that the shell takes as it
 // is: no quoting, expansion, redirection or assignment.
-var plainProgram = regexp.MustCompile(`^[A-Za-z0-9_./+-]+$`)
+var plainProgram = lazyre.New(`^[A-Za-z0-9_./+-]+$`)
 
 // checkAgentProgram refuses, before anything starts, a command agent whose
 // program is a path goalrun can check and that does not exist: a relative

@@ -1,11 +1,11 @@
 package agent
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/goalrun/goalrun/goal/agent/internal/jsonscan"
+	"github.com/goalrun/goalrun/internal/lazyre"
 )
 
 // Claude is the adapter for Claude Code (npm @anthropic-ai/claude-code; the
@@ -476,8 +476,8 @@ func claudeUsage(l *claudeLine) Usage {
 // members in a fixed order: a tool_result's tool_use_id before its content,
 // a tool_use's id and name before its input).
 var (
-	salvageResultRe = regexp.MustCompile(`"tool_use_id":"([^"\\]+)"`)
-	salvageCallRe   = regexp.MustCompile(`"type":"tool_use","id":"([^"\\]+)","name":"([^"\\]+)","input":\{"(?:file_path|command|notebook_path)":"([^"\\]*)"`)
+	salvageResultRe = lazyre.New(`"tool_use_id":"([^"\\]+)"`)
+	salvageCallRe   = lazyre.New(`"type":"tool_use","id":"([^"\\]+)","name":"([^"\\]+)","input":\{"(?:file_path|command|notebook_path)":"([^"\\]*)"`)
 )
 
 // salvageWindow is how much of an oversize line salvage reads: 256 KiB.

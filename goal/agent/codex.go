@@ -5,13 +5,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/goalrun/goalrun/goal/agent/internal/jsonscan"
+	"github.com/goalrun/goalrun/internal/lazyre"
 )
 
 // Codex is the adapter for the OpenAI Codex CLI (npm @openai/codex; the
@@ -194,8 +194,8 @@ type codexParser struct {
 }
 
 var (
-	codexReconnectRe = regexp.MustCompile(`^Reconnecting\.*\s*(\d+)/(\d+)`)
-	codexStatusRe    = regexp.MustCompile(`(?i)status[: ]+(\d{3})\b`)
+	codexReconnectRe = lazyre.New(`^Reconnecting\.*\s*(\d+)/(\d+)`)
+	codexStatusRe    = lazyre.New(`(?i)status[: ]+(\d{3})\b`)
 )
 
 // Line parses one stdout line.

@@ -2,10 +2,10 @@ package agent
 
 import (
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/goalrun/goalrun/internal/lazyre"
 	"github.com/goalrun/goalrun/sandbox/egress"
 )
 
@@ -277,10 +277,10 @@ var egressMark = strings.TrimSpace(egress.BodyPrefix)
 func egressRefusal(msg string) bool { return strings.Contains(msg, egressMark) }
 
 var (
-	authStatusRe = regexp.MustCompile(`\b(401|403)\b`)
-	authWordsRe  = regexp.MustCompile(`(?i)unauthori[sz]ed|forbidden|invalid[ _-]?(x-)?api[ _-]?key|incorrect api key|api key not valid|authentication[ _]?(error|failed)|invalid bearer token|permission_error|oauth token (has )?expired|missing (environment variable|api key)|no api key|not logged in|please run /login`)
-	missingKeyRe = regexp.MustCompile(`(?i)missing (environment variable|api key)|no api key|api key (is )?(not set|required)|not logged in|could not resolve authentication|missing bearer|missing authentication|no auth(entication)? credentials`)
-	expiredRe    = regexp.MustCompile(`(?i)expired`)
+	authStatusRe = lazyre.New(`\b(401|403)\b`)
+	authWordsRe  = lazyre.New(`(?i)unauthori[sz]ed|forbidden|invalid[ _-]?(x-)?api[ _-]?key|incorrect api key|api key not valid|authentication[ _]?(error|failed)|invalid bearer token|permission_error|oauth token (has )?expired|missing (environment variable|api key)|no api key|not logged in|please run /login`)
+	missingKeyRe = lazyre.New(`(?i)missing (environment variable|api key)|no api key|api key (is )?(not set|required)|not logged in|could not resolve authentication|missing bearer|missing authentication|no auth(entication)? credentials`)
+	expiredRe    = lazyre.New(`(?i)expired`)
 )
 
 // authFailure reports whether a CLI's error message says the model API

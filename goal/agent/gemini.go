@@ -1,12 +1,12 @@
 package agent
 
 import (
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/goalrun/goalrun/goal/agent/internal/jsonscan"
+	"github.com/goalrun/goalrun/internal/lazyre"
 )
 
 // Gemini is the adapter for the Gemini CLI (npm @google/gemini-cli).
@@ -310,7 +310,7 @@ const geminiShellTool = "run_shell_command"
 // only when the command printed nothing (0.61.0, the shell tool's
 // returnDisplay: "Command exited with code: N", "Command terminated by
 // signal: S", "Command failed: …", a timeout or cancellation notice).
-var geminiShellFailedRe = regexp.MustCompile(`^(Command exited with code: [1-9][0-9]*|Command terminated by signal: \S+|Command failed: |Command cancelled by user\.|Command timed out)`)
+var geminiShellFailedRe = lazyre.New(`^(Command exited with code: [1-9][0-9]*|Command terminated by signal: \S+|Command failed: |Command cancelled by user\.|Command timed out)`)
 
 // geminiShellOutcome reads a run_shell_command result the CLI called a
 // success (the tool ran) for the command's own outcome. The CLI shows the
@@ -367,9 +367,9 @@ func (p *geminiParser) models(v jsonscan.Value, emit func(Event)) {
 // "Attempt N failed with 5xx error. Retrying…" and, for a quota error that
 // names its delay, "Attempt N failed: MESSAGE. Retrying after Dms...".
 var (
-	geminiRetryRe      = regexp.MustCompile(`^Attempt (\d+) failed(?: with status (\d{3})| with (429) error \(no Retry-After header\)| with (5)xx error)?\. Retrying with backoff\.\.\.\s*(.*)$`)
-	geminiRetryAfterRe = regexp.MustCompile(`^Attempt (\d+) failed: (.*)\. Retrying after (\d+)ms\.\.\.$`)
-	geminiErrMessageRe = regexp.MustCompile(`"message":\s*"((?:[^"\\]|\\.)*)"`)
+	geminiRetryRe      = lazyre.New(`^Attempt (\d+) failed(?: with status (\d{3})| with (429) error \(no Retry-After header\)| with (5)xx error)?\. Retrying with backoff\.\.\.\s*(.*)$`)
+	geminiRetryAfterRe = lazyre.New(`^Attempt (\d+) failed: (.*)\. Retrying after (\d+)ms\.\.\.$`)
+	geminiErrMessageRe = lazyre.New(`"message":\s*"((?:[^"\\]|\\.)*)"`)
 )
 
 // geminiRetryMessageMax bounds the words a retry keeps from the CLI's
