@@ -1402,6 +1402,12 @@ func (d *Docker) Close(ctx context.Context) error {
 		}()
 	}
 	removing.Wait()
+	// The views' folders last: no container mounts them any more.
+	if v := d.views; v != nil && v.hostLocal != "" {
+		if err := removeTree(v.hostLocal); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox: docker: removing the check views' folder: %w", err))
+		}
+	}
 	for _, dir := range created.dirs {
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("sandbox: docker: removing %s: %w", dir, err))

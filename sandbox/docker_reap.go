@@ -55,7 +55,7 @@ func Reap(ctx context.Context, cli DockerAPI, olderThan time.Duration) (ReapRepo
 	if h := os.Getenv("HOSTNAME"); h != "" {
 		host = h
 	}
-	return reap(ctx, cli, olderThan, ownerHost(host), time.Now(), os.TempDir())
+	return reap(ctx, cli, olderThan, ownerHost(host), time.Now(), os.TempDir(), viewsBase(os.LookupEnv))
 }
 
 // initPIDNamespace is /proc/self/ns/pid in Linux's initial PID namespace
@@ -81,9 +81,9 @@ func ownerHost(hostname string) string {
 }
 
 // reap is Reap with the world passed in: host is this process's owner host
-// (ownerHost), now the clock, tmpDir where egress socket folders are looked
-// for.
-func reap(ctx context.Context, cli reapAPI, olderThan time.Duration, host string, now time.Time, tmpDir string) (ReapReport, error) {
+// (ownerHost), now the clock, dirs where goalrun's folders (egress sockets,
+// baseline copies, check views) are looked for.
+func reap(ctx context.Context, cli reapAPI, olderThan time.Duration, host string, now time.Time, dirs ...string) (ReapReport, error) {
 	var rep ReapReport
 	var errs []error
 	containerOwners := map[string]ownerStatus{}
@@ -106,11 +106,17 @@ func reap(ctx context.Context, cli reapAPI, olderThan time.Duration, host string
 	if cli != nil {
 		errs = append(errs, reapEngine(ctx, cli, leftover, &rep)...)
 	}
-	// goalrun's own folders: egress sockets, baseline copies (MkdirOwned)
-	// — this user's only, and only those whose owner file names a goalrun
+	// goalrun's own folders: egress sockets, baseline copies (MkdirOwned),
+	// check views — this user's only, and only those whose owner file names a goalrun
 	// (a goalrun-demo-* workspace has none and is the user's to keep).
-	dirs, _ := filepath.Glob(filepath.Join(tmpDir, "goalrun-*"))
-	for _, dir := range dirs {
+	var found []string
+	for _, d := range dirs {
+		if d != "" {
+			m, _ := filepath.Glob(filepath.Join(d, "goalrun-*"))
+			found = append(found, m...)
+		}
+	}
+	for _, dir := range found {
 		st, err := os.Lstat(dir)
 		if err != nil || !st.IsDir() {
 			continue
@@ -122,7 +128,7 @@ func reap(ctx context.Context, cli reapAPI, olderThan time.Duration, host string
 		if !leftover(parseOwnerFile(b), st.ModTime()) {
 			continue
 		}
-		if err := os.RemoveAll(dir); err != nil {
+		if err := removeTree(dir); err != nil {
 			errs = append(errs, fmt.Errorf("sandbox: reap: removing %s: %w", dir, err))
 			continue
 		}

@@ -618,16 +618,45 @@ func TestReapDecisions(t *testing.T) {
 	if os.Getuid() == 0 {
 		other("goalrun-baseline-not-mine", ownerFileContent(deadHere, ""), 4242)
 	}
-	rep, err := reap(context.Background(), f, 30*time.Minute, "thishost", now, tmp)
+	// The check views' folders, in goalrun's cache folder: a dead run's
+	// goes, with what a check left unreadable and unwritable in it; a live
+	// run's stays.
+	views := t.TempDir()
+	viewDir := func(name, owner string) string {
+		p := filepath.Join(views, name)
+		locked := filepath.Join(p, "v0", "upper", "locked")
+		if err := os.MkdirAll(filepath.Join(locked, "inner"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(locked, "inner", "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{filepath.Join(locked, "inner"), locked} {
+			if err := os.Chmod(d, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(p, ownerFile), ownerFileContent(owner, ""), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	deadViews := viewDir("goalrun-views-dead", deadHere)
+	liveViews := viewDir("goalrun-views-mine", me)
+	t.Cleanup(func() { _ = removeTree(liveViews) })
+	rep, err := reap(context.Background(), f, 30*time.Minute, "thishost", now, tmp, views)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(liveViews); err != nil {
+		t.Errorf("a live run's views folder was removed: %v", err)
 	}
 	want := []string{
 		"container dead-here-fr", "container reused-pid00", "container elsewhere-ol", "container elsewhere-fr",
 		"container in-stopped-c", "container gone-contain", "container no-owner-old",
 		"network n1", "volume vol-old",
 	}
-	wantDirs := []string{deadDir, expiredDir, oldDir, noOwnerDir, deadBaseline}
+	wantDirs := []string{deadDir, expiredDir, oldDir, noOwnerDir, deadBaseline, deadViews}
 	sort.Strings(wantDirs)
 	gotDirs := append([]string(nil), rep.Dirs...)
 	sort.Strings(gotDirs)

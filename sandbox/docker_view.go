@@ -27,11 +27,12 @@ import (
 // type overlay, lowerdir the tree as the Engine's host sees it (bind mode:
 // the bind source; copy mode: the workspace volume's folder), below it the
 // extra layers (the setup step's kept outputs), and upperdir/workdir fresh
-// folders in a per-check plain volume. The plain volumes are prepared in
-// batches by a container that is created and never started: the Engine's
-// archive API writes the folders into its volumes with the sandbox user as
-// owner (a tar header's uid/gid is kept), so neither a program in the image
-// nor a capability is needed. When the Engine cannot mount an overlay
+// folders goalrun makes in a per-run folder of its cache folder (bind mode,
+// docker_view_host.go) or in a per-check plain volume. The plain volumes are
+// prepared in batches by a container that is created and never started: the
+// Engine's archive API writes the folders into its volumes with the sandbox
+// user as owner (a tar header's uid/gid is kept), so neither a program in the
+// image nor a capability is needed. When the Engine cannot mount an overlay
 // volume (rootless Engines, no overlayfs, volumes that live on overlayfs
 // themselves) the view is a snapshot copy of the tree into the plain
 // volume instead (mounted through a bind volume, so its root is the
@@ -69,12 +70,14 @@ const mountDataMax = 4095
 // options, "\" escapes). A path holding one gets the copy view.
 const overlayUnsafe = ":,\\"
 
-// viewDirs is one prepared plain volume: upper/ (owned by the sandbox
-// user, with the tree root's mode) and work/ (the overlay's work folder).
+// viewDirs is one prepared pair of folders: upper/ (owned by the sandbox
+// user, with the tree root's mode) and work/ (the overlay's work folder),
+// in a plain volume, or in a folder goalrun made on the host (local).
 type viewDirs struct {
 	n      int
-	volume string
-	path   string // the volume's folder on the Engine's host
+	volume string // the plain volume ("" for a folder goalrun made)
+	path   string // the folder on the Engine's host
+	local  string // the folder as goalrun names it ("" in a volume)
 }
 
 func (v viewDirs) upper() string { return path.Join(v.path, "upper") }
@@ -86,7 +89,7 @@ func (v viewDirs) work() string  { return path.Join(v.path, "work") }
 // before the step wrote (the tree then): a copy view shows only the
 // layer's other paths, as an overlay shows only what the step wrote.
 type viewLayer struct {
-	volume string
+	volume string // "" for a folder goalrun made on the host
 	path   string
 	base   map[string]bool
 }
@@ -133,8 +136,16 @@ type views struct {
 	batch    chan struct{} // a running batch, closed when it ends
 	batchErr error
 	gitPath  string            // the folder of the sanitized git configs on the Engine's host
-	holders  map[string]string // a layer's volume → a never-started container that mounts it at /l
+	holders  map[string]string // a layer's folder → a never-started container that mounts it at /l
 	lazy     bool              // no batch ahead of need until the first agent step (viewsAhead)
+
+	// The run's folder on the host for the views' folders and the git
+	// configs (viewsHostBase), as goalrun and as the Engine's host name
+	// it; "" when the Engine's volumes hold them. hostDirs is false once
+	// the overlay would not mount on such folders (volumes then hold the
+	// views' folders; the git configs stay).
+	hostLocal, hostEngine string
+	hostDirs              bool
 }
 
 // startViews starts preparing the views in the background: the first batch
@@ -147,10 +158,17 @@ func (d *Docker) startViews(ctx context.Context, lower string, files [][]byte) {
 		v.rootMode, v.rootTime = st.Mode().Perm(), st.ModTime()
 	}
 	d.views = v
+	if err := d.makeViewsHostDir(); err != nil {
+		v.err = err
+		close(v.git)
+		close(v.ready)
+		return
+	}
 	d.removals.Add(1)
 	go func() {
 		defer d.removals.Done()
-		dirs, err := d.prepareViewDirs(ctx, d.firstViewBatch(), files)
+		n := d.firstViewBatch()
+		dirs, err := d.prepareViewDirs(ctx, n, files)
 		v.mu.Lock()
 		v.free = dirs
 		v.mu.Unlock()
@@ -161,18 +179,45 @@ func (d *Docker) startViews(ctx context.Context, lower string, files [][]byte) {
 			return
 		}
 		close(v.git)
-		mode, why := d.overlayFromFacts(dirs[0])
-		if mode == "" {
-			mode, why = d.probeOverlay(ctx, dirs[0])
-			if mode == CheckViewOverlay {
-				_ = d.opts.facts.store(factOverlay, d.info, d.overlayFactKey(), true)
+		mode, why := d.chooseView(ctx, dirs[0])
+		if mode != CheckViewOverlay && v.hostDirs {
+			// The overlay would not mount on goalrun's own folders: the
+			// Engine's volumes hold the views' folders from now on.
+			v.mu.Lock()
+			v.hostDirs, v.free = false, nil
+			v.mu.Unlock()
+			for _, dv := range dirs {
+				_ = removeTree(dv.local)
 			}
+			if dirs, err = d.prepareViewDirs(ctx, n, nil); err != nil {
+				v.err = err
+				close(v.ready)
+				return
+			}
+			v.mu.Lock()
+			v.free = dirs
+			v.mu.Unlock()
+			mode, why = d.chooseView(ctx, dirs[0])
 		}
 		v.mu.Lock()
 		v.mode, v.why = mode, why
 		v.mu.Unlock()
 		close(v.ready)
 	}()
+}
+
+// chooseView decides between the overlay and the copy view on dirs: from a
+// remembered fact, else by probing the Engine (an overlay answer is
+// remembered).
+func (d *Docker) chooseView(ctx context.Context, dirs viewDirs) (mode, why string) {
+	mode, why = d.overlayFromFacts(dirs)
+	if mode == "" {
+		mode, why = d.probeOverlay(ctx, dirs)
+		if mode == CheckViewOverlay {
+			_ = d.opts.facts.store(factOverlay, d.info, d.overlayFactKey(), true)
+		}
+	}
+	return mode, why
 }
 
 // factOverlay is the EngineFacts kind "this Engine mounts an overlay view
@@ -188,6 +233,9 @@ func (d *Docker) overlayFactKey() string {
 	key := string(d.wsMode)
 	if d.wsMode != WorkspaceCopy {
 		key += "\x00" + fsTypeOf(d.mountSrc)
+	}
+	if v := d.views; v != nil && v.hostDirs {
+		key += "\x00host\x00" + fsTypeOf(v.hostLocal)
 	}
 	return key
 }
@@ -307,16 +355,28 @@ func (d *Docker) viewsAhead() {
 	}
 }
 
-// prepareViewDirs creates n plain volumes and, through a container
-// that is created and never started, writes upper/ and work/ into each
-// (and files, when given, as g/0, g/1… into the git volume, read-only and
-// root's). The container is removed before it returns.
+// prepareViewDirs prepares n views' folders and, when given, writes files
+// (the sanitized git configs) as g/0, g/1…: in the run's folder on the
+// host when there is one (views.hostLocal; the views' folders too while
+// views.hostDirs), else in the Engine's volumes — n plain volumes and a git
+// volume (read-only and root's), written through a container that is
+// created and never started, and removed before it returns.
 func (d *Docker) prepareViewDirs(ctx context.Context, n int, files [][]byte) ([]viewDirs, error) {
 	v := d.views
 	v.mu.Lock()
 	first := v.next
 	v.next += n
+	hostDirs := v.hostDirs
 	v.mu.Unlock()
+	if v.hostLocal != "" && len(files) > 0 {
+		if err := d.writeHostGitConfigs(files); err != nil {
+			return nil, err
+		}
+		files = nil
+	}
+	if hostDirs {
+		return d.prepareHostViewDirs(first, n)
+	}
 
 	dirs := make([]viewDirs, n)
 	errs := make([]error, n+1)
@@ -594,7 +654,7 @@ func (d *Docker) closeView(ctx context.Context, cv *checkView) {
 	cctx, cancel := bg(ctx)
 	defer cancel()
 	vols := []string{cv.volume}
-	if !cv.keep {
+	if !cv.keep && cv.dirs.volume != "" {
 		vols = append(vols, cv.dirs.volume)
 	}
 	// Side by side: neither is mounted once the container is gone (the
@@ -617,6 +677,11 @@ func (d *Docker) closeView(ctx context.Context, cv *checkView) {
 		}
 	}
 	d.track(func(c *createdSet) { c.volumes = without(c.volumes, gone) })
+	// A folder goalrun made goes once the view's volume is gone (it is no
+	// longer mounted); Close removes what is left.
+	if !cv.keep && cv.dirs.local != "" && removed[0] {
+		_ = removeTree(cv.dirs.local)
+	}
 }
 
 // fillCopyView puts the tree as it is now (the layers first, bottom one
@@ -685,20 +750,27 @@ func (d *Docker) copyLayer(ctx context.Context, id string, l viewLayer) error {
 }
 
 // layerHolder returns a container, created once per layer and never
-// started, that mounts the layer's volume at /l (for CopyFromContainer);
-// Close removes it.
+// started, that mounts the folder holding the layer (its volume, or the
+// folder goalrun made) at /l (for CopyFromContainer); Close removes it.
 func (d *Docker) layerHolder(ctx context.Context, l viewLayer) (string, error) {
 	v := d.views
 	v.mu.Lock()
-	id, ok := v.holders[l.volume]
+	id, ok := v.holders[l.path]
 	v.mu.Unlock()
 	if ok {
 		return id, nil
 	}
+	// The layer's folder (its upper/) is at /l/upper either way.
+	m := mount.Mount{Type: mount.TypeVolume, Source: l.volume, Target: "/l", ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}
+	name := strings.TrimPrefix(l.volume, "goalrun-"+d.cfg.RunID+"-")
+	if l.volume == "" {
+		m = mount.Mount{Type: mount.TypeBind, Source: path.Dir(l.path), Target: "/l", ReadOnly: true}
+		name = path.Base(path.Dir(l.path))
+	}
 	cfg := &container.Config{Image: d.imageID, Entrypoint: []string{}, Cmd: []string{"/goalrun-never-started"}, User: "0:0", Labels: d.labels("view-layer")}
 	hc := &container.HostConfig{NetworkMode: network.NetworkNone, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true, LogConfig: container.LogConfig{Type: "none"},
-		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: l.volume, Target: "/l", ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}}
-	id, err := d.createContainer(ctx, cfg, hc, "goalrun-"+d.cfg.RunID+"-layer-"+strings.TrimPrefix(l.volume, "goalrun-"+d.cfg.RunID+"-"), func(ref string) {
+		Mounts: []mount.Mount{m}}
+	id, err := d.createContainer(ctx, cfg, hc, "goalrun-"+d.cfg.RunID+"-layer-"+name, func(ref string) {
 		d.track(func(c *createdSet) { c.containers = append(c.containers, ref) })
 	})
 	if err != nil {
@@ -708,7 +780,7 @@ func (d *Docker) layerHolder(ctx context.Context, l viewLayer) (string, error) {
 	if v.holders == nil {
 		v.holders = map[string]string{}
 	}
-	v.holders[l.volume] = id
+	v.holders[l.path] = id
 	v.mu.Unlock()
 	return id, nil
 }

@@ -291,14 +291,18 @@ func startUntilNthEvent(t *testing.T, bin string, env []string, typ string, n in
 
 // TestReapCheckViews: a goalrun killed with SIGKILL while its check #1
 // runs leaves the check container, the check's overlay volume (mounted by
-// that container), its plain volume and the views prepared for later
-// checks during the agent's turn; the next goalrun start removes all of
-// them.
+// that container) and its views folder on the host (check #1's folders
+// and those prepared for later checks during the agent's turn); the next
+// goalrun start removes all of them.
 func TestReapCheckViews(t *testing.T) {
 	cli := dockertest.Client(t)
 	bin := dockertest.GoalrunBinary(t)
 	image := dockertest.Image(t, cli)
 	host, env := privateOwner()
+	// The check views' folders of both runs, where this test can see them.
+	views := filepath.Join(t.TempDir(), "cache")
+	env = append(env, "XDG_CACHE_HOME="+views)
+	views = filepath.Join(views, "goalrun", "views")
 	killed := startUntilNthEvent(t, bin, env, "check_started", 2, "--sandbox", "docker", "--image", image, "--agent", "command", "--agent-bin", "touch agent-ran",
 		"--until", "test -e agent-ran && sleep 600", "--max-iterations", "1", "--workdir", dockertest.Workspace(t, testUID, testGID))
 	time.Sleep(2 * time.Second) // the check container runs, its view mounted
@@ -308,10 +312,13 @@ func TestReapCheckViews(t *testing.T) {
 	killed.Wait()
 	pid := killed.Process.Pid
 	left := leftovers(t, cli, host, pid)
-	for _, want := range []string{"container check", "-view-1-fs", "-view-1", "-view-2"} {
+	for _, want := range []string{"container check", "-view-1-fs"} {
 		if !slices.ContainsFunc(left, func(l string) bool { return strings.HasSuffix(l, want) || l == want }) {
 			t.Errorf("the killed run left no %q (left: %q): the test does not prove the reap", want, left)
 		}
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(views, "goalrun-views-*", "v1", "upper")); len(dirs) != 1 {
+		t.Errorf("the killed run left no views folder with check #1's: %q", dirs)
 	}
 	next := exec.Command(bin, "run", "--json", "--sandbox", "docker", "--image", image, "--agent", "command", "--agent-bin", "true", "--until", "true", "--workdir", dockertest.Workspace(t, testUID, testGID))
 	next.Env = env
@@ -320,6 +327,9 @@ func TestReapCheckViews(t *testing.T) {
 	}
 	if left := leftovers(t, cli, host, pid); len(left) > 0 {
 		t.Errorf("after the next start these leftovers remain: %q", left)
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(views, "goalrun-views-*")); len(dirs) > 0 {
+		t.Errorf("after the next run these views folders remain: %q", dirs)
 	}
 }
 
@@ -404,8 +414,9 @@ func (c countViewVolumes) VolumeCreate(ctx context.Context, o volume.CreateOptio
 }
 
 // TestCheckViewOnlyWhatIsNeeded: a run whose check #0 passes prepares one
-// view (the setup step's too when setup is on), not a batch; the first
-// agent step has the next batch prepared for the checks that follow.
+// view (the setup step's too when setup is on), not a batch, and asks the
+// Engine for no plain volume (bind mode: goalrun makes the folders); the
+// first agent step has the next batch prepared for the checks that follow.
 func TestCheckViewOnlyWhatIsNeeded(t *testing.T) {
 	cli := dockertest.Client(t)
 	for _, tc := range []struct {
@@ -426,8 +437,13 @@ func TestCheckViewOnlyWhatIsNeeded(t *testing.T) {
 			if res := run(t, sb, sh(sandbox.RoleCheck, "echo x > by-product")); res.ExitCode != 0 {
 				t.Fatalf("check #0: exit %d %s", res.ExitCode, res.Stderr.Tail)
 			}
-			if got := n.Load(); got != tc.wantAtZero {
+			if got := int32(sb.ViewsPrepared()); got != tc.wantAtZero {
 				t.Errorf("%d views prepared for check #0, want %d", got, tc.wantAtZero)
+			}
+			// In bind mode goalrun makes the views' folders itself: no
+			// plain volume is asked of the Engine.
+			if got := n.Load(); got != 0 {
+				t.Errorf("%d plain view volumes created, want none", got)
 			}
 			if res := run(t, sb, sh(sandbox.RoleAgent, "true")); res.ExitCode != 0 {
 				t.Fatalf("agent step: exit %d %s", res.ExitCode, res.Stderr.Tail)
@@ -435,7 +451,7 @@ func TestCheckViewOnlyWhatIsNeeded(t *testing.T) {
 			if res := run(t, sb, sh(sandbox.RoleCheck, "test ! -e by-product")); res.ExitCode != 0 {
 				t.Fatalf("check #1 saw check #0's write: exit %d %s", res.ExitCode, res.Stderr.Tail)
 			}
-			if got, want := n.Load(), tc.wantAtZero+4; got != want {
+			if got, want := int32(sb.ViewsPrepared()), tc.wantAtZero+4; got != want {
 				t.Errorf("%d views prepared after an agent step and check #1, want %d (one batch ahead)", got, want)
 			}
 		})

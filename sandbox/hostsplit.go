@@ -602,6 +602,7 @@ func runKeepOuts(lookup func(string) (string, bool), hostPath func(string) (stri
 	}
 	if path.IsAbs(cache) {
 		add(path.Join(cache, "goalrun"), "goalrun's cache folder", keepAbove)
+		add(path.Join(cache, "goalrun", viewsDirName), "goalrun's folder of the check views (what the checks see and write)", keepSealed)
 	}
 	tmp := env("TMPDIR")
 	if !path.IsAbs(tmp) {

@@ -21,3 +21,11 @@ func (d *Docker) RunOnKeptView(ctx context.Context, cmd Cmd) (Result, error) {
 	}
 	return res, err
 }
+
+// ViewsPrepared is how many views' folders the run has prepared so far
+// (in the Engine's volumes or on the host).
+func (d *Docker) ViewsPrepared() int {
+	d.views.mu.Lock()
+	defer d.views.mu.Unlock()
+	return d.views.next
+}

@@ -1,0 +1,180 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// The check views' folders on the host (docs/check-view.md).
+//
+// In bind mode the Engine sees goalrun's filesystem, so goalrun makes the
+// views' upper/ and work/ folders and writes the sanitized git configs
+// itself, in a per-run folder of its cache folder (viewsBase): no volume,
+// no container and no archive on the way to a check. The Engine's volumes
+// hold them when goalrun cannot (copy mode, another user's workspace, a
+// cache folder the Engine cannot see or on overlayfs, or the overlay would
+// not mount on it).
+
+// viewsDirName is the folder in goalrun's cache folder that holds the runs'
+// view folders. No mount may show it (runKeepOuts); Reap removes what dead
+// runs left in it.
+const viewsDirName = "views"
+
+// overlayfsMagic is statfs's f_type of an overlayfs (OVERLAYFS_SUPER_MAGIC,
+// include/uapi/linux/magic.h): an overlay's upper folder cannot lie on one.
+const overlayfsMagic = 0x794c7630
+
+// viewsBase returns the folder the runs' view folders are made in: "views"
+// in goalrun's folder of the user's cache folder (XDG_CACHE_HOME, else
+// HOME/.cache), or "" when neither is set to an absolute path.
+func viewsBase(lookup func(string) (string, bool)) string {
+	cache, _ := lookup("XDG_CACHE_HOME")
+	if !path.IsAbs(cache) {
+		home, _ := lookup("HOME")
+		if !path.IsAbs(home) {
+			return ""
+		}
+		cache = path.Join(home, ".cache")
+	}
+	return path.Join(cache, "goalrun", viewsDirName)
+}
+
+// viewsHostBase returns where this run's view folder may be made (as
+// goalrun and as the Engine's host name it), or "" when the Engine's
+// volumes must hold the views: not bind mode, a sandbox user goalrun cannot
+// give files to, or a base folder the Engine cannot see, on overlayfs, with
+// characters overlay options cannot carry, or overlapping the tree.
+func (d *Docker) viewsHostBase() (local, host string) {
+	if d.wsMode != WorkspaceBind {
+		return "", ""
+	}
+	if e := os.Geteuid(); e != 0 && (e != d.uid || os.Getegid() != d.gid) {
+		return "", ""
+	}
+	base := viewsBase(d.opts.lookupEnv)
+	if base == "" || os.MkdirAll(base, 0o700) != nil {
+		return "", ""
+	}
+	real, err := filepath.EvalSymlinks(base)
+	if err != nil || strings.ContainsAny(real, overlayUnsafe) {
+		return "", ""
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(real, &st) != nil || int64(st.Type) == overlayfsMagic {
+		return "", ""
+	}
+	h, ok := d.view.hostPath(real, true)
+	if !ok || strings.ContainsAny(h, overlayUnsafe) {
+		return "", ""
+	}
+	for _, tree := range []string{d.wsSource, d.mountSrc} {
+		if tree != "" && (h == tree || isUnder(h, tree) || isUnder(tree, h) || real == tree || isUnder(real, tree) || isUnder(tree, real)) {
+			return "", ""
+		}
+	}
+	return real, h
+}
+
+// makeViewsHostDir makes the run's view folder when viewsHostBase allows
+// one (0700, with an owner file for Reap); Close removes it last.
+func (d *Docker) makeViewsHostDir() error {
+	base, hostBase := d.viewsHostBase()
+	if base == "" {
+		return nil
+	}
+	dir, err := os.MkdirTemp(base, "goalrun-views-")
+	if err != nil {
+		return nil // the Engine's volumes instead
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), ownerFileContent(d.owner, d.expires), 0o600); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil
+	}
+	v := d.views
+	v.hostLocal, v.hostEngine, v.hostDirs = dir, path.Join(hostBase, filepath.Base(dir)), true
+	return nil
+}
+
+// prepareHostViewDirs makes views first…first+n-1's folders in the run's
+// view folder: v<i>/upper (the sandbox user's, with the tree root's mode
+// and time) and v<i>/work.
+func (d *Docker) prepareHostViewDirs(first, n int) ([]viewDirs, error) {
+	v := d.views
+	dirs := make([]viewDirs, 0, n)
+	for i := range n {
+		name := "v" + strconv.Itoa(first+i)
+		local := filepath.Join(v.hostLocal, name)
+		upper := filepath.Join(local, "upper")
+		err := os.Mkdir(local, 0o700)
+		if err == nil {
+			err = os.Mkdir(upper, 0o700)
+		}
+		if err == nil {
+			err = os.Mkdir(filepath.Join(local, "work"), 0o700)
+		}
+		if err == nil && os.Geteuid() == 0 {
+			err = os.Lchown(upper, d.uid, d.gid)
+		}
+		if err == nil {
+			err = os.Chmod(upper, v.rootMode)
+		}
+		if err == nil && !v.rootTime.IsZero() {
+			err = os.Chtimes(upper, v.rootTime, v.rootTime)
+		}
+		if err != nil {
+			_ = removeTree(local)
+			for _, dv := range dirs {
+				_ = removeTree(dv.local)
+			}
+			return nil, fmt.Errorf("sandbox: docker: making the folders of the check views in %s: %w", v.hostLocal, err)
+		}
+		dirs = append(dirs, viewDirs{n: first + i, path: path.Join(v.hostEngine, name), local: local})
+	}
+	return dirs, nil
+}
+
+// writeHostGitConfigs writes the sanitized git configs as g/0, g/1… (0444)
+// in the run's view folder and records the folder (views.gitPath).
+func (d *Docker) writeHostGitConfigs(files [][]byte) error {
+	v := d.views
+	g := filepath.Join(v.hostLocal, "g")
+	if err := os.Mkdir(g, 0o700); err != nil {
+		return fmt.Errorf("sandbox: docker: writing the sanitized git configs: %w", err)
+	}
+	for i, f := range files {
+		if err := os.WriteFile(filepath.Join(g, strconv.Itoa(i)), f, 0o444); err != nil {
+			return fmt.Errorf("sandbox: docker: writing the sanitized git configs: %w", err)
+		}
+	}
+	v.mu.Lock()
+	v.gitPath = path.Join(v.hostEngine, "g")
+	v.mu.Unlock()
+	return nil
+}
+
+// removeTree removes dir and what it holds, also folders a step left
+// without write or search permission for their owner (each is given
+// 0700 first; links are never followed). Nothing may be writing in dir.
+func removeTree(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	err := os.RemoveAll(dir)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
