@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -38,6 +37,8 @@ type scanCache struct {
 	dir string
 	// now is the clock the racy window is measured on.
 	now func() time.Time
+	// early is the newest cache file, checked ahead (nil: none).
+	early *HostScanAhead
 }
 
 // newScanCache returns a cache in dir, or nil (no cache) for "".
@@ -46,6 +47,63 @@ func newScanCache(dir string) *scanCache {
 		return nil
 	}
 	return &scanCache{dir: dir, now: time.Now}
+}
+
+// HostScanAhead is the host-folder scan's newest cache file, read and
+// checked (one lstat of each path it recorded) in the background while
+// the run asks the Engine what the scan's key depends on. HostTools takes
+// its answer when the key it needs is that file's; else it reads its own.
+type HostScanAhead struct {
+	done chan struct{}
+	key  string
+	hits []LeftOut
+	ok   bool // the file was read and every path in it is unchanged
+}
+
+// CheckHostScanAhead starts checking the newest cache file in cacheDir
+// (the one the last run used: loading touches it); nil for "".
+func CheckHostScanAhead(cacheDir string) *HostScanAhead {
+	if cacheDir == "" {
+		return nil
+	}
+	a := &HostScanAhead{done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		c := newScanCache(cacheDir)
+		ents, err := os.ReadDir(cacheDir)
+		if err != nil {
+			return
+		}
+		newest, at := "", time.Time{}
+		for _, e := range ents {
+			if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), "hostscan-") {
+				continue
+			}
+			if fi, err := e.Info(); err == nil && fi.ModTime().After(at) {
+				newest, at = filepath.Join(cacheDir, e.Name()), fi.ModTime()
+			}
+		}
+		if newest == "" {
+			return
+		}
+		key, hits, marks, err := c.loadFile(newest)
+		if err != nil || newest != c.file(key) {
+			return
+		}
+		// Two at a time: more would take the CPU the Engine needs for
+		// its answers meanwhile.
+		a.key, a.hits, a.ok = key, hits, marksUnchanged(marks, 2)
+	}()
+	return a
+}
+
+// answer waits for the check and returns its answer when it is for key.
+func (a *HostScanAhead) answer(key string) ([]LeftOut, bool) {
+	if a == nil {
+		return nil, false
+	}
+	<-a.done
+	return a.hits, a.ok && a.key == key
 }
 
 const (
@@ -141,7 +199,10 @@ func (c *scanCache) scan(roots []string, skip map[string]bool, allow []string) (
 	}
 	key, keyed := scanKey(walkRoots(roots), skip, allow)
 	if keyed {
-		if hits, marks, err := c.load(key); err == nil && marksUnchanged(marks) {
+		if hits, ok := c.early.answer(key); ok {
+			return hits, true
+		}
+		if hits, marks, err := c.load(key); err == nil && marksUnchanged(marks, hostScanConcurrency) {
 			return hits, true
 		}
 	}
@@ -160,22 +221,17 @@ func racy(marks []statMark, start time.Time) bool {
 	return slices.ContainsFunc(marks, func(m statMark) bool { return m.Ctime > limit })
 }
 
-// marksUnchanged lstats every mark's path (hostScanConcurrency at once) and
-// reports whether all are as recorded.
-func marksUnchanged(marks []statMark) bool {
+// marksUnchanged lstats every mark's path (workers at once) and reports
+// whether all are as recorded.
+func marksUnchanged(marks []statMark, workers int) bool {
 	var changed atomic.Bool
 	var wg sync.WaitGroup
-	for w := range hostScanConcurrency {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < len(marks) && !changed.Load(); i += hostScanConcurrency {
-				fi, err := os.Lstat(marks[i].Path)
-				if err != nil {
-					changed.Store(true)
-					return
-				}
-				if now, ok := statMarkOf(marks[i].Path, fi); !ok || now != marks[i] {
+			for i := w; i < len(marks) && !changed.Load(); i += workers {
+				if now, ok := lstatMark(marks[i].Path); !ok || now != marks[i] {
 					changed.Store(true)
 					return
 				}
@@ -255,66 +311,103 @@ var errScanCache = errors.New("not a host scan cache file for this key")
 
 // load reads the answer kept for key.
 func (c *scanCache) load(key string) ([]LeftOut, []statMark, error) {
-	p := c.file(key)
+	k, hits, marks, err := c.loadFile(c.file(key))
+	if err == nil && k != key {
+		return nil, nil, errScanCache
+	}
+	return hits, marks, err
+}
+
+// loadFile reads the cache file p: its key and answer. The file is read
+// whole and its paths are parts of one string (a few allocations for tens
+// of thousands of marks: this runs at every start).
+func (c *scanCache) loadFile(p string) (key string, hits []LeftOut, marks []statMark, err error) {
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, nil, err
+		return "", nil, nil, err
 	}
-	defer f.Close()
-	r := bufio.NewReader(io.LimitReader(f, scanCacheMax))
-	head := make([]byte, len(scanCacheMagic)+len(key)+1)
-	if _, err := io.ReadFull(r, head); err != nil || string(head) != scanCacheMagic+key+"\n" {
-		return nil, nil, errScanCache
+	b, err := io.ReadAll(io.LimitReader(f, scanCacheMax+1))
+	f.Close()
+	if err != nil {
+		return "", nil, nil, err
 	}
-	n, err := binary.ReadUvarint(r)
-	if err != nil || n > scanCacheMax {
-		return nil, nil, errScanCache
+	if len(b) > scanCacheMax {
+		return "", nil, nil, errScanCache
 	}
-	hj := make([]byte, n)
-	if _, err := io.ReadFull(r, hj); err != nil {
-		return nil, nil, errScanCache
+	data := string(b)
+	rest, ok := strings.CutPrefix(data, scanCacheMagic)
+	if !ok {
+		return "", nil, nil, errScanCache
 	}
-	var hits []LeftOut
-	if err := json.Unmarshal(hj, &hits); err != nil {
-		return nil, nil, errScanCache
+	key, rest, ok = strings.Cut(rest, "\n")
+	if !ok || len(key) < 32 || len(key) > 1024 {
+		return "", nil, nil, errScanCache
 	}
-	count, err := binary.ReadUvarint(r)
-	if err != nil || count > scanCacheMax/8 {
-		return nil, nil, errScanCache
-	}
-	marks := make([]statMark, 0, count)
-	for range count {
-		var m statMark
-		l, err := binary.ReadUvarint(r)
-		if err != nil || l > 1<<16 {
-			return nil, nil, errScanCache
-		}
-		pb := make([]byte, l)
-		if _, err := io.ReadFull(r, pb); err != nil {
-			return nil, nil, errScanCache
-		}
-		m.Path = string(pb)
-		var mode uint64
-		for _, v := range []*uint64{&m.Dev, &m.Ino} {
-			if *v, err = binary.ReadUvarint(r); err != nil {
-				return nil, nil, errScanCache
-			}
-		}
-		for _, v := range []*int64{&m.Ctime, &m.Size} {
-			if *v, err = binary.ReadVarint(r); err != nil {
-				return nil, nil, errScanCache
-			}
-		}
-		if mode, err = binary.ReadUvarint(r); err != nil {
-			return nil, nil, errScanCache
-		}
-		m.Mode = uint32(mode)
-		marks = append(marks, m)
-	}
-	if _, err := r.ReadByte(); err != io.EOF {
-		return nil, nil, fmt.Errorf("%w: trailing bytes", errScanCache)
+	hits, marks, err = readScanAnswer(rest)
+	if err != nil {
+		return "", nil, nil, err
 	}
 	now := c.now()
 	_ = os.Chtimes(p, now, now) // in use: prune keeps it
+	return key, hits, marks, nil
+}
+
+// readScanAnswer reads a cache file's hits and marks, after its key, to
+// its end (see save).
+func readScanAnswer(s string) ([]LeftOut, []statMark, error) {
+	b := []byte(s) // read-only view for encoding/binary; paths stay parts of s
+	i := 0
+	uvarint := func() (uint64, bool) {
+		x, n := binary.Uvarint(b[i:])
+		if n <= 0 {
+			return 0, false
+		}
+		i += n
+		return x, true
+	}
+	varint := func() (int64, bool) {
+		x, n := binary.Varint(b[i:])
+		if n <= 0 {
+			return 0, false
+		}
+		i += n
+		return x, true
+	}
+	n, ok := uvarint()
+	if !ok || n > uint64(len(s)-i) {
+		return nil, nil, errScanCache
+	}
+	var hits []LeftOut
+	if err := json.Unmarshal([]byte(s[i:i+int(n)]), &hits); err != nil {
+		return nil, nil, errScanCache
+	}
+	i += int(n)
+	count, ok := uvarint()
+	if !ok || count > uint64(len(s)-i)/6 { // a mark takes 6 bytes at least
+		return nil, nil, errScanCache
+	}
+	marks := make([]statMark, count)
+	for k := range marks {
+		m := &marks[k]
+		l, ok := uvarint()
+		if !ok || l > 1<<16 || l > uint64(len(s)-i) {
+			return nil, nil, errScanCache
+		}
+		m.Path = s[i : i+int(l)]
+		i += int(l)
+		var okDev, okIno, okCtime, okSize, okMode bool
+		m.Dev, okDev = uvarint()
+		m.Ino, okIno = uvarint()
+		m.Ctime, okCtime = varint()
+		m.Size, okSize = varint()
+		mode, okMode := uvarint()
+		if !okDev || !okIno || !okCtime || !okSize || !okMode || mode > 0xffffffff {
+			return nil, nil, errScanCache
+		}
+		m.Mode = uint32(mode)
+	}
+	if i != len(s) {
+		return nil, nil, fmt.Errorf("%w: trailing bytes", errScanCache)
+	}
 	return hits, marks, nil
 }

@@ -202,3 +202,36 @@ func BenchmarkHostScan(b *testing.B) {
 		}
 	})
 }
+
+// TestLstatMark: the allocation-free mark every start compares equals the
+// one the scan recorded (statMarkOf of os.Lstat), for each kind of file,
+// and a missing path gives none.
+func TestLstatMark(t *testing.T) {
+	dir := t.TempDir()
+	paths := map[string]func(p string) error{
+		"folder":  func(p string) error { return os.Mkdir(p, 0o755) },
+		"file":    func(p string) error { return os.WriteFile(p, []byte("x"), 0o644) },
+		"symlink": func(p string) error { return os.Symlink("/nowhere", p) },
+		"fifo":    func(p string) error { return syscall.Mkfifo(p, 0o600) },
+	}
+	for name, make := range paths {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(dir, name)
+			if err := make(p); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Lstat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, ok := statMarkOf(p, fi)
+			got, gok := lstatMark(p)
+			if !ok || !gok || got != want {
+				t.Fatalf("lstatMark = %+v, %v; statMarkOf = %+v, %v", got, gok, want, ok)
+			}
+		})
+	}
+	if m, ok := lstatMark(filepath.Join(dir, "missing")); ok {
+		t.Fatalf("a missing path gave a mark: %+v", m)
+	}
+}

@@ -14,3 +14,36 @@ func statMarkOf(p string, fi fs.FileInfo) (statMark, bool) {
 	}
 	return statMark{Path: p, Dev: uint64(st.Dev), Ino: st.Ino, Ctime: st.Ctim.Nano(), Size: st.Size, Mode: uint32(fi.Mode().Type())}, true
 }
+
+// lstatMark is statMarkOf(p, os.Lstat(p)) without the FileInfo: one system
+// call and no allocation, for the tens of thousands of marks every start
+// checks (marksUnchanged).
+func lstatMark(p string) (statMark, bool) {
+	var st syscall.Stat_t
+	for {
+		err := syscall.Lstat(p, &st)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return statMark{}, false
+		}
+		break
+	}
+	var t fs.FileMode
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		t = fs.ModeDir
+	case syscall.S_IFLNK:
+		t = fs.ModeSymlink
+	case syscall.S_IFIFO:
+		t = fs.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		t = fs.ModeSocket
+	case syscall.S_IFBLK:
+		t = fs.ModeDevice
+	case syscall.S_IFCHR:
+		t = fs.ModeDevice | fs.ModeCharDevice
+	}
+	return statMark{Path: p, Dev: uint64(st.Dev), Ino: st.Ino, Ctime: st.Ctim.Nano(), Size: st.Size, Mode: uint32(t)}, true
+}

@@ -7,3 +7,6 @@ import "io/fs"
 // statMarkOf: outside Linux the scan is not remembered (scanCache), so
 // every run looks through the host folders again.
 func statMarkOf(string, fs.FileInfo) (statMark, bool) { return statMark{}, false }
+
+// lstatMark: never a mark outside Linux (see statMarkOf).
+func lstatMark(string) (statMark, bool) { return statMark{}, false }

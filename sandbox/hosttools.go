@@ -158,6 +158,9 @@ type HostToolsOptions struct {
 	// for the next run to take while none of that changed; "" keeps none.
 	// Only used when goalrun looks through the folders itself.
 	CacheDir string
+	// Ahead, when not nil, is CacheDir's newest answer checked ahead
+	// (CheckHostScanAhead): taken when it is the one this look needs.
+	Ahead *HostScanAhead
 
 	// plan replaces scanAndPlan and scanThroughEngine (tests).
 	plan func(ctx context.Context, p mountPolicy, candidates []string) (hostPlan, error)
@@ -292,7 +295,11 @@ func HostTools(ctx context.Context, cli DockerAPI, opts HostToolsOptions) (HostT
 	case opts.plan != nil:
 		plan, err = opts.plan(ctx, policy, present)
 	case shares:
-		plan = scanAndPlan(policy, present, newScanCache(opts.CacheDir))
+		cache := newScanCache(opts.CacheDir)
+		if cache != nil {
+			cache.early = opts.Ahead
+		}
+		plan = scanAndPlan(policy, present, cache)
 	case opts.ScanBinary != "":
 		plan, err = scanThroughEngine(ctx, cli, opts.Image, opts.ScanBinary, policy, present)
 	default:

@@ -177,6 +177,12 @@ const hostAgentDir = sandbox.MountRoot + "/agents"
 // executable is the egress relay unless cfg.RelayBinary names another
 // static goalrun. opts are passed to sandbox.StartDocker.
 func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...sandbox.DockerOption) (sandbox.Sandbox, error) {
+	// The default sandbox's look through the host folders checks its
+	// remembered answer while the Engine answers the calls below.
+	var ahead *sandbox.HostScanAhead
+	if cfg.Image == "" && !rc.minimalImage {
+		ahead = sandbox.CheckHostScanAhead(hostScanCacheDir())
+	}
 	cli, err := sandbox.NewDockerClient()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errEngineUnavailable, err)
@@ -257,7 +263,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 			cfg, agentBin, err = minimalSandbox(ctx, cli, rc, cfg, native)
 		default:
 			var h sandbox.HostToolchain
-			cfg, agentBin, h, err = hostToolsSandbox(ctx, cli, rc, cfg, hostToolsLookup{info: engineInfo, facts: facts, reprobe: reprobe})
+			cfg, agentBin, h, err = hostToolsSandbox(ctx, cli, rc, cfg, hostToolsLookup{info: engineInfo, facts: facts, reprobe: reprobe, ahead: ahead})
 			covers, remembered = h.Covers, h.Remembered
 			for _, l := range h.LeftOut {
 				notices = append(notices, "the default sandbox leaves out the host's "+l.Path+": "+l.Reason)
@@ -334,6 +340,17 @@ type hostToolsLookup struct {
 	info    *system.Info
 	facts   sandbox.EngineFacts
 	reprobe bool
+	ahead   *sandbox.HostScanAhead // the scan's cache checked ahead (nil: none)
+}
+
+// hostScanCacheDir is where the look through the host folders is
+// remembered ("" when the user has no cache folder).
+func hostScanCacheDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(base, "goalrun", "hostscan")
 }
 
 // imageError is the error of a default image that could not be built.
@@ -382,11 +399,7 @@ func hostToolsSandbox(ctx context.Context, cli sandbox.DockerAPI, rc runConfig, 
 		}
 		// The look through the host folders is remembered in the user's
 		// cache folder while none of what it read changes.
-		var cache string
-		if base, err := os.UserCacheDir(); err == nil {
-			cache = filepath.Join(base, "goalrun", "hostscan")
-		}
-		h, err = sandbox.HostTools(ctx, cli, sandbox.HostToolsOptions{Image: ref, Info: look.info, Facts: look.facts, Reprobe: look.reprobe, Workspace: cfg.Workspace, ScanBinary: scan, CacheDir: cache})
+		h, err = sandbox.HostTools(ctx, cli, sandbox.HostToolsOptions{Image: ref, Info: look.info, Facts: look.facts, Reprobe: look.reprobe, Workspace: cfg.Workspace, ScanBinary: scan, CacheDir: hostScanCacheDir(), Ahead: look.ahead})
 		if err != nil {
 			err = hostToolsError(ctx, cli, err)
 		}
