@@ -274,6 +274,7 @@ type dockerOptions struct {
 	hostname     string
 	now          func() time.Time
 	info         *system.Info
+	infoCheck    func(context.Context) (system.Info, error)
 	facts        EngineFacts
 }
 
@@ -405,6 +406,16 @@ func (d *Docker) start(ctx context.Context) error {
 
 	if d.opts.info != nil {
 		d.info = *d.opts.info
+		if d.opts.infoCheck != nil {
+			live, err := d.opts.infoCheck(ctx)
+			if err != nil {
+				return fmt.Errorf("sandbox: docker: reading the Engine's info at %s: %w", d.cli.DaemonHost(), err)
+			}
+			if !SameEngine(live, d.info) {
+				return ErrEngineChanged
+			}
+			d.info = live
+		}
 	} else {
 		if _, err := d.cli.Ping(ctx); err != nil {
 			return fmt.Errorf("sandbox: docker: no Docker Engine answers at %s: %w; start the Engine or choose --sandbox local", d.cli.DaemonHost(), err)

@@ -17,7 +17,8 @@ import (
 
 // EngineFacts remembers answers about a Docker Engine that goalrun would
 // otherwise probe before every run's first check: whether it mounts an
-// overlay view of the workspace, and which host folders exist on its host.
+// overlay view of the workspace, which host folders exist on its host, and
+// its info (enginefacts_info.go: confirmed live before it counts).
 // Each answer is one small JSON file in Dir, named by a hash of everything
 // the answer depends on (the Engine's ID, version, kernel, storage driver,
 // data root and security options, plus what the fact itself is about), so
@@ -101,6 +102,11 @@ func (f EngineFacts) store(kind string, info system.Info, key string, v any) err
 	if f.Dir == "" || info.ID == "" {
 		return nil
 	}
+	return f.storeFile(f.factFile(kind, info, key), v)
+}
+
+// storeFile writes v, stamped now, to the fact file p (atomically).
+func (f EngineFacts) storeFile(p string, v any) error {
 	val, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -122,7 +128,7 @@ func (f EngineFacts) store(kind string, info system.Info, key string, v any) err
 		os.Remove(tmp.Name())
 		return err
 	}
-	if err := os.Rename(tmp.Name(), f.factFile(kind, info, key)); err != nil {
+	if err := os.Rename(tmp.Name(), p); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("sandbox: storing an Engine fact: %w", err)
 	}

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/goalrun/goalrun/sandbox"
@@ -218,5 +220,36 @@ func TestEngineFacts(t *testing.T) {
 	}
 	if sandbox.LoadFact(sandbox.EngineFacts{}, engine, "k", new([]string)) {
 		t.Error("the zero EngineFacts read a fact")
+	}
+}
+
+// TestStartDockerConfirmsInfo: StartDocker started from a given info (a
+// remembered one) reads the live one before it creates anything; an
+// Engine that is not the one given ends the start with ErrEngineChanged
+// and nothing of the run on the Engine, and the same Engine starts as
+// usual.
+func TestStartDockerConfirmsInfo(t *testing.T) {
+	cli := dockertest.Client(t)
+	live, err := cli.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveCheck := sandbox.WithEngineInfoCheck(func(ctx context.Context) (system.Info, error) { return cli.Info(ctx) })
+	stale := live
+	stale.DockerRootDir = "/srv/elsewhere"
+	runID := dockertest.RunID(t)
+	cfg := sandbox.Config{RunID: runID, Workspace: dockertest.Workspace(t, testUID, testGID), Image: dockertest.Image(t, cli), Lifetime: testLifetime}
+	if _, err := sandbox.StartDocker(t.Context(), cli, cfg, sandbox.WithEngineInfo(stale), liveCheck); !errors.Is(err, sandbox.ErrEngineChanged) {
+		t.Fatalf("StartDocker on a stale info: %v, want ErrEngineChanged", err)
+	}
+	if left := append(runContainers(t, cli, runID), runVolumes(t, cli, runID)...); len(left) > 0 {
+		t.Errorf("the refused start created %q", left)
+	}
+	sb, err := sandbox.StartDocker(t.Context(), cli, cfg, sandbox.WithEngineInfo(live), liveCheck)
+	if err != nil {
+		t.Fatalf("StartDocker on the live info: %v", err)
+	}
+	if err := sb.Close(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

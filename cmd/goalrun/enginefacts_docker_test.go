@@ -37,24 +37,13 @@ func TestRemembersEngineFacts(t *testing.T) {
 	}
 	hostFact := func(t *testing.T) (string, map[string]any, []string) {
 		t.Helper()
-		files, _ := filepath.Glob(filepath.Join(dir, "host-paths-*.json"))
-		if len(files) != 1 {
-			t.Fatalf("host-folder facts %q, want one", files)
-		}
-		b, err := os.ReadFile(files[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		var f map[string]any
+		file, f := oneFact(t, dir, "host-paths")
 		var there []string
-		if err := json.Unmarshal(b, &f); err != nil {
-			t.Fatal(err)
-		}
 		vb, _ := json.Marshal(f["value"])
 		if err := json.Unmarshal(vb, &there); err != nil || len(there) == 0 {
-			t.Fatalf("host-folder fact %s: %v", b, err)
+			t.Fatalf("host-folder fact %s: %v", vb, err)
 		}
-		return files[0], f, there
+		return file, f, there
 	}
 
 	green(t)
@@ -126,4 +115,107 @@ func TestEngineFactsSetting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRemembersEngineInfo: a run remembers the Engine's info, and the next
+// one starts from it while the live info is read beside it. A remembered
+// info that is wrong never decides the run: with another Engine's ID the
+// live info disagrees, the start is done again on it and the run passes;
+// with a data root elsewhere, a workspace inside the live data root is
+// still refused before anything is created. Either way the remembered
+// info is corrected.
+func TestRemembersEngineInfo(t *testing.T) {
+	dockerEngine(t)
+	dir := filepath.Join(t.TempDir(), "engines")
+	env := []string{"GOALRUN_ENGINE_FACTS=" + dir}
+	newWorkspace := func(t *testing.T, ws string) string {
+		t.Helper()
+		if err := os.MkdirAll(ws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, "go.mod"), []byte("module example.com/green\n\ngo 1.22\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		chownTree(t, ws, 1000)
+		return ws
+	}
+	run := func(t *testing.T, ws string) result {
+		t.Helper()
+		return goalrun(t, ws, env, "run", "--json", "--agent", "command", "--agent-bin", "true", "--until", "test -s go.mod")
+	}
+	infoFact := func(t *testing.T) (string, map[string]any) {
+		t.Helper()
+		return oneFact(t, dir, "engine-info")
+	}
+	ws := newWorkspace(t, t.TempDir())
+	if r := run(t, ws); r.code != 0 {
+		t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
+	}
+	file, f := infoFact(t)
+	value, _ := f["value"].(map[string]any)
+	liveID, _ := value["ID"].(string)
+	liveRoot, _ := value["DockerRootDir"].(string)
+	if liveID == "" || !filepath.IsAbs(liveRoot) {
+		t.Fatalf("remembered info %v holds no ID or data root", value)
+	}
+	inRoot := filepath.Join(liveRoot, "goalrun-test-"+filepath.Base(t.TempDir()))
+	t.Cleanup(func() { os.RemoveAll(inRoot) })
+
+	for _, tc := range []struct {
+		name    string
+		plant   map[string]any
+		ws      string
+		refused bool
+	}{
+		{"another Engine", map[string]any{"ID": "PLANTED:ENGINE:ID"}, ws, false},
+		{"the data root elsewhere", map[string]any{"DockerRootDir": filepath.Join(t.TempDir(), "elsewhere")}, newWorkspace(t, inRoot), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			planted := map[string]any{}
+			for k, v := range value {
+				planted[k] = v
+			}
+			for k, v := range tc.plant {
+				planted[k] = v
+			}
+			f["value"] = planted
+			b, _ := json.Marshal(f)
+			if err := os.WriteFile(file, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := run(t, tc.ws)
+			switch {
+			case tc.refused:
+				msg, _ := r.doc(t)["message"].(string)
+				if r.code == 0 || !strings.Contains(msg, "Docker Root Dir") {
+					t.Fatalf("a workspace in the Engine's data root: exit %d, error %q, want a refusal naming the data root\n%s", r.code, msg, r.stderr)
+				}
+			case !tc.refused && r.code != 0:
+				t.Fatalf("exit %d\n%s", r.code, r.stderr)
+			}
+			_, now := infoFact(t)
+			if v := now["value"].(map[string]any); v["ID"] != liveID || v["DockerRootDir"] != liveRoot {
+				t.Errorf("the remembered info was not corrected: %v", v)
+			}
+		})
+	}
+}
+
+// oneFact reads the one fact of kind in the facts folder dir (its file and
+// its JSON: saved, value).
+func oneFact(t *testing.T, dir, kind string) (string, map[string]any) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, kind+"-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("%s facts %q, want one", kind, files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return files[0], f
 }

@@ -194,23 +194,64 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		cli.Close()
 		return nil, fmt.Errorf("%w at %s: %v", errEngineUnavailable, cli.DaemonHost(), err)
 	}
-	// A workspace in the Engine's own data is refused before any image or
-	// cache is built for it (StartDocker's mount policy refuses it too).
+	// Answers about the Engine that do not change from run to run are
+	// remembered (sandbox.EngineFacts).
+	facts, err := engineFacts(os.Getenv(engineFactsEnv))
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
 	// The Engine's info is read once and handed to what needs it (the
-	// host-folder look-up, StartDocker): each call is a round trip on the
-	// way to the first check.
-	ictx, cancel := context.WithTimeout(ctx, engineTimeout)
-	info, err := cli.Info(ictx)
-	cancel()
+	// host-folder look-up, StartDocker). Reading it takes the Engine tens
+	// of milliseconds, so the start goes on from the info the last run
+	// read from this Engine while the live one is read beside it;
+	// StartDocker confirms the two agree before it creates anything (else
+	// the start is done again on the live info).
+	var live system.Info
+	var liveErr error
+	infoDone := make(chan struct{})
+	go func() {
+		defer close(infoDone)
+		ictx, cancel := context.WithTimeout(ctx, engineTimeout)
+		defer cancel()
+		live, liveErr = cli.Info(ictx)
+		if liveErr == nil {
+			_ = facts.RememberInfo(cli.DaemonHost(), live)
+		}
+	}()
+	liveInfo := func(ctx context.Context) (system.Info, error) {
+		select {
+		case <-infoDone:
+			return live, liveErr
+		case <-ctx.Done():
+			return system.Info{}, ctx.Err()
+		}
+	}
 	var engineInfo *system.Info
-	if err == nil {
+	if info, ok := facts.RememberedInfo(cli.DaemonHost()); ok {
 		engineInfo = &info
+		opts = append(opts, sandbox.WithEngineInfoCheck(liveInfo))
+	} else if info, err := liveInfo(ctx); err == nil {
+		engineInfo = &info
+	}
+	useInfo := func(info *system.Info) error {
+		if info == nil {
+			return nil
+		}
+		// A workspace in the Engine's own data is refused before any
+		// image or cache is built for it (StartDocker's mount policy
+		// refuses it too).
 		home, _ := os.UserHomeDir()
 		if err := sandbox.CheckEngineData(cfg.Workspace, home, info.DockerRootDir); err != nil {
-			cli.Close()
-			return nil, err
+			return err
 		}
-		opts = append(opts, sandbox.WithEngineInfo(info))
+		opts = append(opts, sandbox.WithEngineInfo(*info))
+		return nil
+	}
+	if err := useInfo(engineInfo); err != nil {
+		<-infoDone
+		cli.Close()
+		return nil, err
 	}
 	// Leftovers of dead runs; a failure here must not stop this run.
 	// Bounded: an Engine that answers the ping and then hangs must not
@@ -227,6 +268,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 	}()
 	closeClient := func() error {
 		<-reaped
+		<-infoDone
 		return cli.Close()
 	}
 
@@ -244,12 +286,6 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 			return fail(err)
 		}
 		native = &n
-	}
-	// Answers about the Engine that do not change from run to run are
-	// remembered (sandbox.EngineFacts).
-	facts, err := engineFacts(os.Getenv(engineFactsEnv))
-	if err != nil {
-		return fail(err)
 	}
 	opts = append(opts, sandbox.WithEngineFacts(facts))
 	base := cfg
@@ -298,6 +334,18 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		return sb, agentBin, notices, remembered, err
 	}
 	sb, agentBin, notices, remembered, err := attempt(false)
+	if errors.Is(err, sandbox.ErrEngineChanged) && ctx.Err() == nil {
+		// The remembered info is stale: start again on the live one.
+		info, lerr := liveInfo(ctx)
+		if lerr != nil {
+			return fail(fmt.Errorf("%w at %s: reading its info: %v", errEngineUnavailable, cli.DaemonHost(), lerr))
+		}
+		engineInfo = &info
+		if err := useInfo(engineInfo); err != nil {
+			return fail(err)
+		}
+		sb, agentBin, notices, remembered, err = attempt(false)
+	}
 	if err != nil && remembered && sandbox.IsBindSourceMissing(err) && ctx.Err() == nil {
 		// A host folder remembered as present is gone: ask the Engine
 		// again and start once more.
