@@ -68,6 +68,10 @@ func (f EngineFacts) factFile(kind string, info system.Info, key string) string 
 	return filepath.Join(f.Dir, kind+"-"+hex.EncodeToString(sum[:16])+".json")
 }
 
+// factFileMax bounds what is read of a fact's file (bytes): the largest
+// fact, an Engine's decisive info, takes a few kilobytes.
+const factFileMax = 1 << 20
+
 // storedFact is a fact on disk.
 type storedFact struct {
 	Saved time.Time       `json:"saved"`
@@ -80,7 +84,7 @@ func (f EngineFacts) load(kind string, info system.Info, key string, v any) bool
 	if f.Dir == "" || info.ID == "" {
 		return false
 	}
-	b, err := os.ReadFile(f.factFile(kind, info, key))
+	b, err := readPrivateFile(f.factFile(kind, info, key), factFileMax)
 	if err != nil {
 		return false
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -61,7 +60,7 @@ func (f EngineFacts) RememberedInfo(host string) (system.Info, bool) {
 	if f.Dir == "" || host == "" {
 		return system.Info{}, false
 	}
-	b, err := os.ReadFile(f.infoFile(host))
+	b, err := readPrivateFile(f.infoFile(host), factFileMax)
 	if err != nil {
 		return system.Info{}, false
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -322,17 +321,9 @@ func (c *scanCache) load(key string) ([]LeftOut, []statMark, error) {
 // whole and its paths are parts of one string (a few allocations for tens
 // of thousands of marks: this runs at every start).
 func (c *scanCache) loadFile(p string) (key string, hits []LeftOut, marks []statMark, err error) {
-	f, err := os.Open(p)
+	b, err := readPrivateFile(p, scanCacheMax)
 	if err != nil {
 		return "", nil, nil, err
-	}
-	b, err := io.ReadAll(io.LimitReader(f, scanCacheMax+1))
-	f.Close()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	if len(b) > scanCacheMax {
-		return "", nil, nil, errScanCache
 	}
 	data := string(b)
 	rest, ok := strings.CutPrefix(data, scanCacheMagic)
