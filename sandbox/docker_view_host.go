@@ -50,7 +50,8 @@ func viewsBase(lookup func(string) (string, bool)) string {
 // goalrun and as the Engine's host name it), or "" when the Engine's
 // volumes must hold the views: not bind mode, a sandbox user goalrun cannot
 // give files to, or a base folder the Engine cannot see, on overlayfs, with
-// characters overlay options cannot carry, or overlapping the tree.
+// characters overlay options cannot carry, overlapping the tree, or that
+// another user could rename or fill (privateFolder).
 func (d *Docker) viewsHostBase() (local, host string) {
 	if d.wsMode != WorkspaceBind {
 		return "", ""
@@ -63,7 +64,7 @@ func (d *Docker) viewsHostBase() (local, host string) {
 		return "", ""
 	}
 	real, err := filepath.EvalSymlinks(base)
-	if err != nil || strings.ContainsAny(real, overlayUnsafe) {
+	if err != nil || strings.ContainsAny(real, overlayUnsafe) || privateFolder(real) != nil {
 		return "", ""
 	}
 	var st syscall.Statfs_t
@@ -177,4 +178,34 @@ func removeTree(dir string) error {
 		return nil
 	})
 	return os.RemoveAll(dir)
+}
+
+// privateFolder reports whether dir (a path without links: EvalSymlinks's
+// answer) is a folder only this process's user can change: dir is owned
+// by it and writable by no one else, and each folder above it is owned by
+// it or root and writable by no one else, or sticky (/tmp: others may
+// not rename what they do not own). Else another user could rename dir or
+// one above it and put a link in its place between goalrun's steps, and
+// goalrun (and the Engine, which mounts the check views' folders as root)
+// would write where that user chose.
+func privateFolder(dir string) error {
+	me := uint32(os.Geteuid())
+	for p := dir; ; p = filepath.Dir(p) {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			return fmt.Errorf("%s: %w (not a folder)", p, errNotPrivate)
+		}
+		if st.Uid != me && (p == dir || st.Uid != 0) {
+			return fmt.Errorf("%s: %w (owned by uid %d)", p, errNotPrivate, st.Uid)
+		}
+		if st.Mode&0o022 != 0 && (p == dir || st.Mode&syscall.S_ISVTX == 0) {
+			return fmt.Errorf("%s: %w (writable by others, mode %o)", p, errNotPrivate, st.Mode&0o7777)
+		}
+		if up := filepath.Dir(p); up == p {
+			return nil
+		}
+	}
 }
