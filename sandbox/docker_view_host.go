@@ -3,13 +3,14 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // The check views' folders on the host (docs/check-view.md).
@@ -162,22 +163,87 @@ func (d *Docker) writeHostGitConfigs(files [][]byte) error {
 
 // removeTree removes dir and what it holds, also folders a step left
 // without write or search permission for their owner (each is given
-// 0700 first; links are never followed). Nothing may be writing in dir.
+// 0700 first) and trees deeper than this process may hold files open
+// (os.RemoveAll keeps a folder open per level); links are never followed.
+// Nothing may be writing in dir.
 func removeTree(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	err := os.RemoveAll(dir)
-	if err == nil || !errors.Is(err, fs.ErrPermission) {
-		return err
-	}
-	_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err == nil && e.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
+	if os.RemoveAll(dir) == nil {
 		return nil
-	})
-	return os.RemoveAll(dir)
+	}
+	return removeTreeAt(dir)
+}
+
+// removeTreeAt removes dir depth first holding one folder open at a time:
+// it goes down into the first folder it cannot remove and back up through
+// "..", so neither the depth nor PATH_MAX limits it.
+func removeTreeAt(dir string) error {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Open(dir, flags, 0)
+	if errors.Is(err, unix.EACCES) {
+		if fi, lerr := os.Lstat(dir); lerr == nil && fi.IsDir() {
+			_ = os.Chmod(dir, 0o700)
+			fd, err = unix.Open(dir, flags, 0)
+		}
+	}
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("removing %s: %w", dir, err)
+	}
+	depth := 0
+	for {
+		_ = unix.Fchmod(fd, 0o700)
+		f := os.NewFile(uintptr(fd), dir)
+		names, err := f.Readdirnames(-1)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("removing %s (%d folders down): %w", dir, depth, err)
+		}
+		down := -1
+		for _, n := range names {
+			err := unix.Unlinkat(fd, n, 0)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+				f.Close()
+				return fmt.Errorf("removing %s (%d folders down): %s: %w", dir, depth, n, err)
+			}
+			err = unix.Unlinkat(fd, n, unix.AT_REMOVEDIR)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
+				f.Close()
+				return fmt.Errorf("removing %s (%d folders down): %s: %w", dir, depth, n, err)
+			}
+			_ = unix.Fchmodat(fd, n, 0o700, 0) // a folder (rmdir said so)
+			if down, err = unix.Openat(fd, n, flags, 0); err != nil {
+				f.Close()
+				return fmt.Errorf("removing %s (%d folders down): %s: %w", dir, depth, n, err)
+			}
+			break
+		}
+		switch {
+		case down >= 0:
+			f.Close()
+			fd, depth = down, depth+1
+		case depth == 0:
+			f.Close()
+			return os.Remove(dir)
+		default:
+			up, err := unix.Openat(fd, "..", flags, 0)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("removing %s (%d folders down): ..: %w", dir, depth, err)
+			}
+			fd, depth = up, depth-1
+		}
+	}
 }
 
 // privateFolder reports whether dir (a path without links: EvalSymlinks's

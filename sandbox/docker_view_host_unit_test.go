@@ -4,7 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestViewsHostBaseRefusesSharedFolder: the check views' folders are made
@@ -87,5 +90,80 @@ func mkdirOwned(t *testing.T, p string, m os.FileMode, uid int) {
 		if err := os.Chown(p, uid, uid); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestRemoveTreeDeep: a check can leave in its folders a tree deeper than
+// goalrun may hold files open (mkdir and cd in a loop). os.RemoveAll
+// holds one open folder per level and fails on it ("too many open
+// files"), so the views' folder stayed behind and every later Reap failed
+// on it again. removeTree removes such a tree too, also folders without
+// permissions and with links in them, and never follows a link out.
+func TestRemoveTreeDeep(t *testing.T) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	// A low limit for this test: the tree need not be a million deep.
+	low := lim
+	low.Cur = 256
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim) }()
+	cases := []struct {
+		name  string
+		depth int
+		mode  os.FileMode // of every folder in the tree
+	}{
+		{"shallow", 3, 0o755},
+		{"deeper than the open files allowed", 1000, 0o755},
+		{"deep and without permissions", 1000, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			top := t.TempDir()
+			outside := filepath.Join(top, "outside")
+			if err := os.WriteFile(outside, []byte("keep"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(top, "goalrun-views-x")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			// Built through folder descriptors: the path is longer than
+			// PATH_MAX.
+			fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range tc.depth {
+				if err := unix.Symlinkat(outside, fd, "link"); err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Mkdirat(fd, "dddddddddddddddddddddddddddddd", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				next, err := unix.Openat(fd, "dddddddddddddddddddddddddddddd", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Fchmod(fd, uint32(tc.mode)); err != nil {
+					t.Fatal(err)
+				}
+				unix.Close(fd)
+				fd = next
+			}
+			unix.Close(fd)
+			if err := removeTree(dir); err != nil {
+				t.Fatalf("removeTree: %v", err)
+			}
+			if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s is still there (%v)", dir, err)
+			}
+			if b, err := os.ReadFile(outside); err != nil || string(b) != "keep" {
+				t.Errorf("the file a link pointed at: %q, %v", b, err)
+			}
+		})
 	}
 }
