@@ -205,3 +205,56 @@ func TestDockerMountTargets(t *testing.T) {
 		}
 	})
 }
+
+// TestHostToolsConfirmAhead: with the cache checked ahead, HostTools
+// answers from the remembered look before the check of its folders ends
+// and hands back a Confirm; Confirm passes while nothing changed and says
+// ErrHostScanStale once a folder the look read changed (a chmod of /opt
+// to its own mode changes its ctime, as installing into it would), so the
+// caller looks again before anything runs with those mounts.
+func TestHostToolsConfirmAhead(t *testing.T) {
+	cli := dockertest.Client(t)
+	img, _ := dockertest.HostTools(t, cli)
+	ctx := context.Background()
+	cache := t.TempDir()
+	opts := sandbox.HostToolsOptions{Image: img, CacheDir: cache}
+	if _, err := sandbox.HostTools(ctx, cli, opts); err != nil { // fills the cache
+		t.Fatal(err)
+	}
+	opts.Ahead = sandbox.CheckHostScanAhead(cache)
+	h, err := sandbox.HostTools(ctx, cli, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Confirm == nil {
+		t.Fatal("the answer checked ahead was not taken: no Confirm")
+	}
+	if err := h.Confirm(ctx); err != nil {
+		t.Fatalf("Confirm with nothing changed: %v", err)
+	}
+
+	st, err := os.Stat("/opt")
+	if err != nil {
+		t.Fatalf("this test changes /opt's ctime: %v", err)
+	}
+	time.Sleep(20 * time.Millisecond) // past the ctime clock's tick
+	if err := os.Chmod("/opt", st.Mode().Perm()); err != nil {
+		t.Fatal(err)
+	}
+	opts.Ahead = sandbox.CheckHostScanAhead(cache)
+	h, err = sandbox.HostTools(ctx, cli, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Confirm == nil {
+		t.Fatal("the answer checked ahead was not taken: no Confirm")
+	}
+	if err := h.Confirm(ctx); !errors.Is(err, sandbox.ErrHostScanStale) {
+		t.Fatalf("Confirm after /opt changed: %v, want ErrHostScanStale", err)
+	}
+	// The look done again without Ahead reads the folders afresh.
+	opts.Ahead = nil
+	if h, err = sandbox.HostTools(ctx, cli, opts); err != nil || h.Confirm != nil {
+		t.Fatalf("HostTools without Ahead: %v, Confirm %v", err, h.Confirm != nil)
+	}
+}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -49,14 +50,17 @@ func newScanCache(dir string) *scanCache {
 }
 
 // HostScanAhead is the host-folder scan's newest cache file, read and
-// checked (one lstat of each path it recorded) in the background while
-// the run asks the Engine what the scan's key depends on. HostTools takes
-// its answer when the key it needs is that file's; else it reads its own.
+// checked (one lstat of each path it recorded) in the background from the
+// moment a run starts. HostTools takes its answer when its key is the one
+// the run needs — at once, before the check ends: the start goes on
+// (nothing is started in a container) while the check finishes, and the
+// caller confirms it (HostToolchain.Confirm) before the sandbox is used.
 type HostScanAhead struct {
-	done chan struct{}
-	key  string
-	hits []LeftOut
-	ok   bool // the file was read and every path in it is unchanged
+	loaded chan struct{} // key and hits are read
+	done   chan struct{} // ok is known
+	key    string
+	hits   []LeftOut
+	ok     bool // the file was read and every path in it is unchanged
 }
 
 // CheckHostScanAhead starts checking the newest cache file in cacheDir
@@ -65,9 +69,15 @@ func CheckHostScanAhead(cacheDir string) *HostScanAhead {
 	if cacheDir == "" {
 		return nil
 	}
-	a := &HostScanAhead{done: make(chan struct{})}
+	a := &HostScanAhead{loaded: make(chan struct{}), done: make(chan struct{})}
 	go func() {
-		defer close(a.done)
+		loaded := false
+		defer func() {
+			if !loaded {
+				close(a.loaded)
+			}
+			close(a.done)
+		}()
 		c := newScanCache(cacheDir)
 		ents, err := os.ReadDir(cacheDir)
 		if err != nil {
@@ -89,20 +99,35 @@ func CheckHostScanAhead(cacheDir string) *HostScanAhead {
 		if err != nil || newest != c.file(key) {
 			return
 		}
+		a.key, a.hits = key, hits
+		loaded = true
+		close(a.loaded)
 		// Two at a time: more would take the CPU the Engine needs for
 		// its answers meanwhile.
-		a.key, a.hits, a.ok = key, hits, marksUnchanged(marks, 2)
+		a.ok = marksUnchanged(marks, 2)
 	}()
 	return a
 }
 
-// answer waits for the check and returns its answer when it is for key.
-func (a *HostScanAhead) answer(key string) ([]LeftOut, bool) {
+// answer returns the remembered answer for key once the file is read, and
+// confirm, which waits for the check of its paths and reports whether
+// they are all unchanged; ok is false when the file is not key's.
+func (a *HostScanAhead) answer(key string) (hits []LeftOut, confirm func(context.Context) bool, ok bool) {
 	if a == nil {
-		return nil, false
+		return nil, nil, false
 	}
-	<-a.done
-	return a.hits, a.ok && a.key == key
+	<-a.loaded
+	if a.key != key {
+		return nil, nil, false
+	}
+	return a.hits, func(ctx context.Context) bool {
+		select {
+		case <-a.done:
+			return a.ok
+		case <-ctx.Done():
+			return false
+		}
+	}, true
 }
 
 const (
@@ -191,18 +216,20 @@ func (c *scanCache) file(key string) string {
 // scan returns scanHost's answer for roots, skip and allow: the remembered
 // one when every path it recorded is unchanged, else a fresh scan, kept
 // for the next run when nothing changed just before it. cached says which.
-func (c *scanCache) scan(roots []string, skip map[string]bool, allow []string) (hits []LeftOut, cached bool) {
+// confirm is not nil when the answer is the one checked ahead (c.early)
+// and its check may not be over: it reports whether the paths held.
+func (c *scanCache) scan(roots []string, skip map[string]bool, allow []string) (hits []LeftOut, cached bool, confirm func(context.Context) bool) {
 	if c == nil {
 		hits, _, _ = scanHostMarked(roots, skip, allow, false)
-		return hits, false
+		return hits, false, nil
 	}
 	key, keyed := scanKey(walkRoots(roots), skip, allow)
 	if keyed {
-		if hits, ok := c.early.answer(key); ok {
-			return hits, true
+		if hits, confirm, ok := c.early.answer(key); ok {
+			return hits, true, confirm
 		}
 		if hits, marks, err := c.load(key); err == nil && marksUnchanged(marks, hostScanConcurrency) {
-			return hits, true
+			return hits, true, nil
 		}
 	}
 	start := c.now()
@@ -210,7 +237,7 @@ func (c *scanCache) scan(roots []string, skip map[string]bool, allow []string) (
 	if keyed && complete && !racy(marks, start) {
 		_ = c.save(key, hits, marks) // a cache that cannot be written only costs the next run a scan
 	}
-	return hits, false
+	return hits, false, nil
 }
 
 // racy reports whether a mark changed less than scanRacyWindow before

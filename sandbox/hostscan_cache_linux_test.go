@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,13 +96,21 @@ func TestScanCache(t *testing.T) {
 			// The tree was just made: a clock an hour ahead lets the
 			// answer be kept (the racy window is tested below).
 			c := &scanCache{dir: t.TempDir(), now: func() time.Time { return time.Now().Add(time.Hour) }}
-			first, cached := c.scan(roots, nil, nil)
+			first, cached, _ := c.scan(roots, nil, nil)
 			if cached || !slices.Equal(hitPaths(root, first), []string{"/opt/app/.pgpass"}) {
 				t.Fatalf("first scan: cached %v hits %q", cached, hitPaths(root, first))
 			}
 			ctimeTick(t)
 			tc.change(t, root)
-			got, cached := c.scan(roots, nil, nil)
+			// Through the check ahead: the remembered answer comes at
+			// once, and its confirmation says whether it still holds.
+			early := &scanCache{dir: c.dir, now: c.now, early: CheckHostScanAhead(c.dir)}
+			if _, eCached, confirm := early.scan(roots, nil, nil); !eCached || confirm == nil {
+				t.Errorf("the answer checked ahead was not taken: cached %v, confirm %v", eCached, confirm != nil)
+			} else if held, want := confirm(context.Background()), tc.name == "nothing changed"; held != want {
+				t.Errorf("the answer checked ahead held = %v, want %v", held, want)
+			}
+			got, cached, _ := c.scan(roots, nil, nil)
 			if wantCached := tc.name == "nothing changed"; cached != wantCached {
 				t.Errorf("second scan cached = %v, want %v", cached, wantCached)
 			}
@@ -126,7 +135,7 @@ func TestScanCacheKeepsNoRacyOrForeignAnswer(t *testing.T) {
 		c := newScanCache(t.TempDir())
 		roots := []string{filepath.Join(root, "usr")}
 		for i := range 2 {
-			if _, cached := c.scan(roots, nil, nil); cached {
+			if _, cached, _ := c.scan(roots, nil, nil); cached {
 				t.Errorf("scan %d used an answer about folders changed less than %v before it", i, scanRacyWindow)
 			}
 		}
@@ -157,7 +166,7 @@ func TestScanCacheKeepsNoRacyOrForeignAnswer(t *testing.T) {
 			dir := t.TempDir()
 			c := &scanCache{dir: dir, now: func() time.Time { return time.Now().Add(time.Hour) }}
 			roots := []string{filepath.Join(root, "usr")}
-			if _, cached := c.scan(roots, nil, nil); cached {
+			if _, cached, _ := c.scan(roots, nil, nil); cached {
 				t.Fatal("first scan cached")
 			}
 			tc.spoil(t, dir)
@@ -165,7 +174,7 @@ func TestScanCacheKeepsNoRacyOrForeignAnswer(t *testing.T) {
 			if tc.skip != "" {
 				skip = map[string]bool{filepath.Join(root, tc.skip): true}
 			}
-			got, cached := c.scan(roots, skip, nil)
+			got, cached, _ := c.scan(roots, skip, nil)
 			if cached || !slices.Equal(hitPaths(root, got), []string{"/usr/etc/.pgpass"}) {
 				t.Errorf("cached %v hits %q, want a fresh scan finding /usr/etc/.pgpass", cached, hitPaths(root, got))
 			}
@@ -192,11 +201,11 @@ func BenchmarkHostScan(b *testing.B) {
 	})
 	b.Run("cached", func(b *testing.B) {
 		c := &scanCache{dir: b.TempDir(), now: time.Now}
-		if _, cached := c.scan(present, nil, nil); cached {
+		if _, cached, _ := c.scan(present, nil, nil); cached {
 			b.Fatal("cached before the first scan")
 		}
 		for b.Loop() {
-			if _, cached := c.scan(present, nil, nil); !cached {
+			if _, cached, _ := c.scan(present, nil, nil); !cached {
 				b.Fatal("not cached: a host folder changed less than 2 s before the scan, or meanwhile")
 			}
 		}

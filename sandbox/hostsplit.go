@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -415,6 +416,9 @@ type hostPlan struct {
 	Mounts []planMount `json:"mounts"`
 	// LeftOut are what is not mounted, by path.
 	LeftOut []LeftOut `json:"left_out"`
+	// confirm, when not nil, reports whether the remembered look this
+	// plan is made from still holds (scanCache.scan).
+	confirm func(context.Context) bool
 }
 
 type planMount struct {
@@ -522,12 +526,14 @@ func scanAndPlan(p mountPolicy, candidates []string, cache *scanCache) hostPlan 
 	for _, a := range p.above {
 		skip[a] = true
 	}
-	hits, _ := cache.scan(candidates, skip, p.allow)
+	hits, _, confirm := cache.scan(candidates, skip, p.allow)
 	p = p.clone()
 	for _, h := range hits {
 		p.addTree(h.Path, h.Reason)
 	}
-	return planHostMounts(p, candidates, candidates)
+	plan := planHostMounts(p, candidates, candidates)
+	plan.confirm = confirm
+	return plan
 }
 
 // keepKind says how a private path is kept out.

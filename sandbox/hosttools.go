@@ -184,7 +184,18 @@ type HostToolchain struct {
 	// not from the Engine this run: when the Engine then reports a bind
 	// source missing, call HostTools again with Reprobe.
 	Remembered bool
+	// Confirm, when not nil, must be called before anything runs with
+	// these mounts: the look through the host folders was taken from its
+	// cache while the cache's check was still going on (Ahead). It waits
+	// for the check and returns ErrHostScanStale when a folder the look
+	// read has changed since; then call HostTools again without Ahead.
+	Confirm func(context.Context) error
 }
+
+// ErrHostScanStale is HostToolchain.Confirm's error: the remembered look
+// through the host folders no longer holds, so the mounts made from it
+// may show what must stay out.
+var ErrHostScanStale = errors.New("sandbox: host tools: a host folder changed since its look was remembered")
 
 // Covers reports whether the host path p is one of the mounted folders or
 // lies inside one: it is then at the same path in the sandbox already.
@@ -307,6 +318,17 @@ func HostTools(ctx context.Context, cli DockerAPI, opts HostToolsOptions) (HostT
 	}
 	if err != nil {
 		return HostToolchain{}, err
+	}
+	if c := plan.confirm; c != nil {
+		h.Confirm = func(ctx context.Context) error {
+			if !c(ctx) {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				return ErrHostScanStale
+			}
+			return nil
+		}
 	}
 	for _, m := range plan.Mounts {
 		h.Mounts = append(h.Mounts, Mount{Source: m.Source, Target: m.Target, ReadOnly: true, EngineHost: true, Name: "host folder " + m.Source})

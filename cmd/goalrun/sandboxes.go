@@ -292,6 +292,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 	attempt := func(reprobe bool) (sb *sandbox.Docker, agentBin string, notices []string, remembered bool, err error) {
 		cfg := base
 		covers := func(string) bool { return false }
+		var confirm func(context.Context) error
 		switch {
 		case cfg.Image != "":
 			// The user's image holds the agent and the toolchains.
@@ -300,7 +301,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		default:
 			var h sandbox.HostToolchain
 			cfg, agentBin, h, err = hostToolsSandbox(ctx, cli, rc, cfg, hostToolsLookup{info: engineInfo, facts: facts, reprobe: reprobe, ahead: ahead})
-			covers, remembered = h.Covers, h.Remembered
+			covers, remembered, confirm = h.Covers, h.Remembered, h.Confirm
 			for _, l := range h.LeftOut {
 				notices = append(notices, "the default sandbox leaves out the host's "+l.Path+": "+l.Reason)
 			}
@@ -331,18 +332,43 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		// timeout, so another goalrun's Reap never removes it early.
 		cfg.Lifetime = rc.timeout
 		sb, err = sandbox.StartDocker(ctx, cli, cfg, opts...)
+		// The host folders' look was taken from its cache while the
+		// cache was still being checked: StartDocker only created (no
+		// step has run); the check decides before anything runs.
+		if confirm != nil {
+			if cerr := confirm(ctx); cerr != nil {
+				if sb != nil {
+					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), engineTimeout)
+					_ = sb.Close(cctx)
+					cancel()
+				}
+				return nil, "", nil, false, cerr
+			}
+		}
 		return sb, agentBin, notices, remembered, err
 	}
 	sb, agentBin, notices, remembered, err := attempt(false)
-	if errors.Is(err, sandbox.ErrEngineChanged) && ctx.Err() == nil {
-		// The remembered info is stale: start again on the live one.
-		info, lerr := liveInfo(ctx)
-		if lerr != nil {
-			return fail(fmt.Errorf("%w at %s: reading its info: %v", errEngineUnavailable, cli.DaemonHost(), lerr))
+	// Twice at most: each cause is settled by one more start.
+	for range 2 {
+		if ctx.Err() != nil {
+			break
 		}
-		engineInfo = &info
-		if err := useInfo(engineInfo); err != nil {
-			return fail(err)
+		if errors.Is(err, sandbox.ErrHostScanStale) {
+			// A host folder changed since the look was remembered: look
+			// again, this time before anything is created.
+			ahead = nil
+		} else if errors.Is(err, sandbox.ErrEngineChanged) {
+			// The remembered info is stale: start again on the live one.
+			info, lerr := liveInfo(ctx)
+			if lerr != nil {
+				return fail(fmt.Errorf("%w at %s: reading its info: %v", errEngineUnavailable, cli.DaemonHost(), lerr))
+			}
+			engineInfo = &info
+			if err := useInfo(engineInfo); err != nil {
+				return fail(err)
+			}
+		} else {
+			break
 		}
 		sb, agentBin, notices, remembered, err = attempt(false)
 	}
