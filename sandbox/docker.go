@@ -403,6 +403,10 @@ func (d *Docker) start(ctx context.Context) error {
 	}
 	d.cfg.Workspace = ws
 	d.mountSrc, d.root = ws, DockerRoot
+	// The ids the relay's uid must avoid are read beside the Engine's
+	// answers below.
+	relayIDs := make(chan map[int]bool, 1)
+	go func() { relayIDs <- relayIDsInUse() }()
 
 	if d.opts.info != nil {
 		d.info = *d.opts.info
@@ -499,7 +503,7 @@ func (d *Docker) start(ctx context.Context) error {
 	if err := d.chooseUser(owner); err != nil {
 		return err
 	}
-	uid, err := pickRelayUID(map[int]bool{d.uid: true, d.gid: true, os.Getuid(): true, os.Getgid(): true})
+	uid, err := pickRelayUID(<-relayIDs, map[int]bool{d.uid: true, d.gid: true, os.Getuid(): true, os.Getgid(): true})
 	if err != nil {
 		return err
 	}

@@ -306,52 +306,63 @@ const relayUIDFirst, relayUIDLast = 60578, 61183
 
 // pickRelayUID picks a run's relay uid (also its gid) at random in the
 // relay range: one no account in /etc/passwd or /etc/group has, no process
-// this host shows runs as (real, effective, saved or file-system ids), and
-// not in exclude (the steps' uid and gid, goalrun's own).
-func pickRelayUID(exclude map[int]bool) (int, error) {
-	used := map[int]bool{}
-	for k := range exclude {
-		used[k] = true
-	}
-	for _, f := range []string{"/etc/passwd", "/etc/group"} {
-		b, _ := os.ReadFile(f)
-		for _, line := range strings.Split(string(b), "\n") {
-			if parts := strings.Split(line, ":"); len(parts) > 2 {
-				if id, err := strconv.Atoi(parts[2]); err == nil {
-					used[id] = true
-				}
-			}
-		}
-	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/status")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			rest, uidLine := strings.CutPrefix(line, "Uid:")
-			if !uidLine {
-				rest, uidLine = strings.CutPrefix(line, "Gid:")
-			}
-			if !uidLine {
-				continue
-			}
-			for _, f := range strings.Fields(rest) {
-				if id, err := strconv.Atoi(f); err == nil {
-					used[id] = true
-				}
-			}
-		}
-	}
+// this host shows runs as (real, effective, saved or file-system ids:
+// used, from relayIDsInUse), and not in exclude (the steps' uid and gid,
+// goalrun's own).
+func pickRelayUID(used, exclude map[int]bool) (int, error) {
 	n := relayUIDLast - relayUIDFirst + 1
 	start := rand.IntN(n)
 	for i := 0; i < n; i++ {
-		if id := relayUIDFirst + (start+i)%n; !used[id] {
+		if id := relayUIDFirst + (start+i)%n; !used[id] && !exclude[id] {
 			return id, nil
 		}
 	}
 	return 0, fmt.Errorf("sandbox: docker: every uid from %d to %d is in use on this host; the egress relay needs one of its own", relayUIDFirst, relayUIDLast)
+}
+
+// relayIDsInUse returns the ids in the relay range that an account in
+// /etc/passwd or /etc/group has or a process this host shows runs as (the
+// Uid: and Gid: lines of /proc/<pid>/status). Every start reads it, beside
+// the Engine's first answers: one read of each process's status.
+func relayIDsInUse() map[int]bool {
+	used := map[int]bool{}
+	add := func(field []byte) {
+		if id, err := strconv.Atoi(string(field)); err == nil && id >= relayUIDFirst && id <= relayUIDLast {
+			used[id] = true
+		}
+	}
+	for _, f := range []string{"/etc/passwd", "/etc/group"} {
+		b, _ := os.ReadFile(f)
+		for line := range bytes.Lines(b) {
+			if parts := bytes.Split(line, []byte(":")); len(parts) > 2 {
+				add(parts[2])
+			}
+		}
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		if name := e.Name(); name == "" || name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, key := range [][]byte{[]byte("\nUid:"), []byte("\nGid:")} {
+			i := bytes.Index(b, key)
+			if i < 0 {
+				continue
+			}
+			line := b[i+len(key):]
+			if j := bytes.IndexByte(line, '\n'); j >= 0 {
+				line = line[:j]
+			}
+			for _, f := range bytes.Fields(line) {
+				add(f)
+			}
+		}
+	}
+	return used
 }
 
 // socketBase picks the folder for the per-run socket folder: Config.SocketDir,
