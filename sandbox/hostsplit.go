@@ -571,14 +571,22 @@ type keepOut struct {
 // workspace as goalrun sees it ("" for none).
 func runKeepOuts(lookup func(string) (string, bool), hostPath func(string) (string, bool), workspace string) []keepOut {
 	var out []keepOut
-	// host is p (goalrun's path) as the Engine's host names it.
+	// host is p (goalrun's path) as the Engine's host names it. Links
+	// are resolved in the part of p that exists: a folder goalrun makes
+	// later (the check views') is kept out where it will be.
 	host := func(p string) (string, bool) {
 		if p == "" || !path.IsAbs(p) {
 			return "", false
 		}
 		p = path.Clean(p)
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			p = real
+		for dir, rest := p, ""; ; dir, rest = path.Dir(dir), path.Join(path.Base(dir), rest) {
+			if real, err := filepath.EvalSymlinks(dir); err == nil {
+				p = path.Join(real, rest)
+				break
+			}
+			if dir == "/" {
+				break
+			}
 		}
 		h, ok := hostPath(p)
 		return h, ok && h != "/"

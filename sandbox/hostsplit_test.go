@@ -226,6 +226,14 @@ func TestRunKeepOuts(t *testing.T) {
 	root := t.TempDir()
 	hostTree(t, root, map[string]string{"repo/.git/HEAD": "ref: refs/heads/main\n", "repo/sub/x": "x"})
 	same := func(p string) (string, bool) { return p, true }
+	// A cache folder reached through a link, goalrun's folders not made
+	// in it yet (a first run): the keep-outs name where they will be.
+	if err := os.Mkdir(filepath.Join(root, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "data"), filepath.Join(root, "cachelink")); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name      string
 		env       map[string]string
@@ -260,6 +268,9 @@ func TestRunKeepOuts(t *testing.T) {
 				return "", false
 			},
 			[]string{"sealed /opt/actions-runner/_work/_temp", "sealed /opt/actions-runner/_work", "allowed /opt/actions-runner/_work/_tool"}},
+		{"XDG_CACHE_HOME a link, goalrun's folders not made yet: where they will be",
+			map[string]string{"XDG_CACHE_HOME": filepath.Join(root, "cachelink")}, "", same,
+			[]string{"above " + root + "/data/goalrun", "sealed " + root + "/data/goalrun/views", "above /tmp"}},
 		{"relative and empty values are ignored",
 			map[string]string{"RUNNER_TEMP": "tmp", "RUNNER_WORKSPACE": "", "TMPDIR": "rel"}, "", same,
 			[]string{"above /tmp"}},
