@@ -55,7 +55,7 @@ func Reap(ctx context.Context, cli DockerAPI, olderThan time.Duration) (ReapRepo
 	if h := os.Getenv("HOSTNAME"); h != "" {
 		host = h
 	}
-	return reap(ctx, cli, olderThan, ownerHost(host), time.Now(), os.TempDir(), viewsBase(os.LookupEnv))
+	return reap(ctx, cli, olderThan, ownerHost(host), time.Now(), os.TempDir(), reapViewsBase(os.LookupEnv))
 }
 
 // initPIDNamespace is /proc/self/ns/pid in Linux's initial PID namespace
@@ -369,4 +369,20 @@ func procStart(pid int) uint64 {
 		return 0
 	}
 	return v
+}
+
+// reapViewsBase is the folder of the check views' folders that Reap looks
+// in, links resolved, or "" when there is none or another user could
+// change it (privateFolder): goalrun made no views there (viewsHostBase),
+// and what is there is not its to remove.
+func reapViewsBase(lookup func(string) (string, bool)) string {
+	base := viewsBase(lookup)
+	if base == "" {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(base)
+	if err != nil || privateFolder(real) != nil {
+		return ""
+	}
+	return real
 }

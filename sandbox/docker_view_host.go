@@ -176,9 +176,15 @@ func removeTree(dir string) error {
 	return removeTreeAt(dir)
 }
 
+// removeTreeDown, when set (tests), is called each time removeTreeAt goes
+// down a folder, with the new depth.
+var removeTreeDown func(depth int)
+
 // removeTreeAt removes dir depth first holding one folder open at a time:
 // it goes down into the first folder it cannot remove and back up through
-// "..", so neither the depth nor PATH_MAX limits it.
+// "..", so neither the depth nor PATH_MAX limits it. Each ".." must be the
+// folder it came down from (device and inode): a folder moved meanwhile
+// ends the removal with an error, never a removal outside dir.
 func removeTreeAt(dir string) error {
 	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Open(dir, flags, 0)
@@ -193,6 +199,13 @@ func removeTreeAt(dir string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("removing %s: %w", dir, err)
+	}
+	type folderID struct{ dev, ino uint64 }
+	var above []folderID // the folders gone down from, dir first
+	id := func(fd int) (folderID, error) {
+		var st unix.Stat_t
+		err := unix.Fstat(fd, &st)
+		return folderID{uint64(st.Dev), st.Ino}, err
 	}
 	depth := 0
 	for {
@@ -230,8 +243,17 @@ func removeTreeAt(dir string) error {
 		}
 		switch {
 		case down >= 0:
+			here, err := id(fd)
 			f.Close()
+			if err != nil {
+				unix.Close(down)
+				return fmt.Errorf("removing %s (%d folders down): %w", dir, depth, err)
+			}
+			above = append(above, here)
 			fd, depth = down, depth+1
+			if removeTreeDown != nil {
+				removeTreeDown(depth)
+			}
 		case depth == 0:
 			f.Close()
 			return os.Remove(dir)
@@ -241,6 +263,11 @@ func removeTreeAt(dir string) error {
 			if err != nil {
 				return fmt.Errorf("removing %s (%d folders down): ..: %w", dir, depth, err)
 			}
+			if got, err := id(up); err != nil || got != above[len(above)-1] {
+				unix.Close(up)
+				return fmt.Errorf("removing %s (%d folders down): a folder was moved during the removal", dir, depth)
+			}
+			above = above[:len(above)-1]
 			fd, depth = up, depth-1
 		}
 	}

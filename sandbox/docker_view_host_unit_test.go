@@ -16,6 +16,8 @@ import (
 // goalrun's steps, and goalrun's chmod and git configs, and the Engine's
 // overlay (mounted as root, upperdir in that folder), land where the link
 // points. XDG_CACHE_HOME in a shared folder such as /tmp is the way there.
+// Reap, too, looks for dead runs' views only in a folder no other user
+// can change.
 func TestViewsHostBaseRefusesSharedFolder(t *testing.T) {
 	const other = 4242
 	cases := []struct {
@@ -67,6 +69,10 @@ func TestViewsHostBaseRefusesSharedFolder(t *testing.T) {
 			local, _ := d.viewsHostBase()
 			if got := local != ""; got != tc.want {
 				t.Errorf("views' folders may be made in %q: %v, want %v", local, got, tc.want)
+			}
+			// Reap looks only where views may be made.
+			if got := reapViewsBase(d.opts.lookupEnv) != ""; got != tc.want {
+				t.Errorf("Reap looks in the views' folder: %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -165,5 +171,38 @@ func TestRemoveTreeDeep(t *testing.T) {
 				t.Errorf("the file a link pointed at: %q, %v", b, err)
 			}
 		})
+	}
+}
+
+// TestRemoveTreeMovedFolder: a folder moved out of the tree while
+// removeTree is in it (another process of the same user) ends the removal
+// with an error; what lies beside the folder's new place stays.
+func TestRemoveTreeMovedFolder(t *testing.T) {
+	top := t.TempDir()
+	keep := filepath.Join(top, "keep")
+	if err := os.WriteFile(keep, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(top, "goalrun-views-x")
+	if err := os.MkdirAll(filepath.Join(dir, "a", "b", "c"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a", "b", "c", "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The folder the removal is in moves next to keep.
+	removeTreeDown = func(depth int) {
+		if depth == 2 {
+			if err := os.Rename(filepath.Join(dir, "a", "b"), filepath.Join(top, "b")); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { removeTreeDown = nil }()
+	if err := removeTreeAt(dir); err == nil {
+		t.Error("removeTreeAt went on after a folder was moved")
+	}
+	if b, err := os.ReadFile(keep); err != nil || string(b) != "keep" {
+		t.Errorf("the file beside the moved folder: %q, %v", b, err)
 	}
 }
