@@ -273,6 +273,11 @@ func removeTreeAt(dir string) error {
 	}
 }
 
+// errNotPrivate is privateFolder's error for a folder that is not
+// goalrun's own: not a folder, another user's, or one another user could
+// rename or fill.
+var errNotPrivate = errors.New("not goalrun's own")
+
 // privateFolder reports whether dir (a path without links: EvalSymlinks's
 // answer) is a folder only this process's user can change: dir is owned
 // by it and writable by no one else, and each folder above it is owned by

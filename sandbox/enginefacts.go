@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/system"
+
+	"github.com/goalrun/goalrun/internal/safefile"
 )
 
 // EngineFacts remembers answers about a Docker Engine that goalrun would
@@ -84,7 +86,7 @@ func (f EngineFacts) load(kind string, info system.Info, key string, v any) bool
 	if f.Dir == "" || info.ID == "" {
 		return false
 	}
-	b, err := readPrivateFile(f.factFile(kind, info, key), factFileMax)
+	b, err := safefile.ReadOwn(f.factFile(kind, info, key), factFileMax)
 	if err != nil {
 		return false
 	}

@@ -10,6 +10,8 @@ import (
 	"slices"
 
 	"github.com/docker/docker/api/types/system"
+
+	"github.com/goalrun/goalrun/internal/safefile"
 )
 
 // The Engine's info, remembered: reading it (GET /info) takes the Engine
@@ -60,7 +62,7 @@ func (f EngineFacts) RememberedInfo(host string) (system.Info, bool) {
 	if f.Dir == "" || host == "" {
 		return system.Info{}, false
 	}
-	b, err := readPrivateFile(f.infoFile(host), factFileMax)
+	b, err := safefile.ReadOwn(f.infoFile(host), factFileMax)
 	if err != nil {
 		return system.Info{}, false
 	}

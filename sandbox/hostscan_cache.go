@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/goalrun/goalrun/internal/safefile"
 	"os"
 	"path/filepath"
 	"slices"
@@ -348,7 +349,7 @@ func (c *scanCache) load(key string) ([]LeftOut, []statMark, error) {
 // whole and its paths are parts of one string (a few allocations for tens
 // of thousands of marks: this runs at every start).
 func (c *scanCache) loadFile(p string) (key string, hits []LeftOut, marks []statMark, err error) {
-	b, err := readPrivateFile(p, scanCacheMax)
+	b, err := safefile.ReadOwn(p, scanCacheMax)
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -237,6 +238,9 @@ func TestLstatMark(t *testing.T) {
 			got, gok := lstatMark(p)
 			if !ok || !gok || got != want {
 				t.Fatalf("lstatMark = %+v, %v; statMarkOf = %+v, %v", got, gok, want, ok)
+			}
+			if got.Mode != uint32(fi.Mode().Type()) {
+				t.Errorf("type bits %v, want os's %v", fs.FileMode(got.Mode), fi.Mode().Type())
 			}
 		})
 	}

@@ -12,7 +12,7 @@ func statMarkOf(p string, fi fs.FileInfo) (statMark, bool) {
 	if !ok {
 		return statMark{}, false
 	}
-	return statMark{Path: p, Dev: uint64(st.Dev), Ino: st.Ino, Ctime: st.Ctim.Nano(), Size: st.Size, Mode: uint32(fi.Mode().Type())}, true
+	return markOf(p, st), true
 }
 
 // lstatMark is statMarkOf(p, os.Lstat(p)) without the FileInfo: one system
@@ -30,6 +30,12 @@ func lstatMark(p string) (statMark, bool) {
 		}
 		break
 	}
+	return markOf(p, &st), true
+}
+
+// markOf is the mark of p from its stat; the type bits are fs.FileMode's,
+// as os derives them from st_mode.
+func markOf(p string, st *syscall.Stat_t) statMark {
 	var t fs.FileMode
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
@@ -45,5 +51,5 @@ func lstatMark(p string) (statMark, bool) {
 	case syscall.S_IFCHR:
 		t = fs.ModeDevice | fs.ModeCharDevice
 	}
-	return statMark{Path: p, Dev: uint64(st.Dev), Ino: st.Ino, Ctime: st.Ctim.Nano(), Size: st.Size, Mode: uint32(t)}, true
+	return statMark{Path: p, Dev: uint64(st.Dev), Ino: st.Ino, Ctime: st.Ctim.Nano(), Size: st.Size, Mode: uint32(t)}
 }
