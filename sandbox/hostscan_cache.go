@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -8,8 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"github.com/goalrun/goalrun/internal/safefile"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/goalrun/goalrun/internal/safefile"
 )
 
 // scanCache remembers what scanHost found in the host folders together with
@@ -96,16 +98,20 @@ func CheckHostScanAhead(cacheDir string) *HostScanAhead {
 		if newest == "" {
 			return
 		}
-		key, hits, marks, err := c.loadFile(newest)
-		if err != nil || newest != c.file(key) {
+		sf, err := c.openFile(newest)
+		if err != nil {
 			return
 		}
-		a.key, a.hits = key, hits
+		defer sf.f.Close()
+		if newest != c.file(sf.key) {
+			return
+		}
+		a.key, a.hits = sf.key, sf.hits
 		loaded = true
 		close(a.loaded)
 		// Two at a time: more would take the CPU the Engine needs for
 		// its answers meanwhile.
-		a.ok = marksUnchanged(marks, 2)
+		a.ok = sf.unchanged(2)
 	}()
 	return a
 }
@@ -229,8 +235,12 @@ func (c *scanCache) scan(roots []string, skip map[string]bool, allow []string) (
 		if hits, confirm, ok := c.early.answer(key); ok {
 			return hits, true, confirm
 		}
-		if hits, marks, err := c.load(key); err == nil && marksUnchanged(marks, hostScanConcurrency) {
-			return hits, true, nil
+		if sf, err := c.openFile(c.file(key)); err == nil {
+			ok := sf.key == key && sf.unchanged(hostScanConcurrency)
+			sf.f.Close()
+			if ok {
+				return sf.hits, true, nil
+			}
 		}
 	}
 	start := c.now()
@@ -246,27 +256,6 @@ func (c *scanCache) scan(roots []string, skip map[string]bool, allow []string) (
 func racy(marks []statMark, start time.Time) bool {
 	limit := start.Add(-scanRacyWindow).UnixNano()
 	return slices.ContainsFunc(marks, func(m statMark) bool { return m.Ctime > limit })
-}
-
-// marksUnchanged lstats every mark's path (workers at once) and reports
-// whether all are as recorded.
-func marksUnchanged(marks []statMark, workers int) bool {
-	var changed atomic.Bool
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < len(marks) && !changed.Load(); i += workers {
-				if now, ok := lstatMark(marks[i].Path); !ok || now != marks[i] {
-					changed.Store(true)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return !changed.Load()
 }
 
 // The cache file: scanCacheMagic, the key and a newline, the hits as JSON
@@ -336,97 +325,154 @@ func (c *scanCache) prune(keep string) {
 // errScanCache is a cache file that is not one, or not for this key.
 var errScanCache = errors.New("not a host scan cache file for this key")
 
-// load reads the answer kept for key.
-func (c *scanCache) load(key string) ([]LeftOut, []statMark, error) {
-	k, hits, marks, err := c.loadFile(c.file(key))
-	if err == nil && k != key {
-		return nil, nil, errScanCache
-	}
-	return hits, marks, err
+// scanFile is a cache file, open: its key and hits are read, and its marks
+// are checked from the same open file (unchanged). The caller closes f.
+type scanFile struct {
+	f       *os.File
+	size    int64 // bytes, when opened
+	key     string
+	hits    []LeftOut
+	marksAt int64  // where the first mark begins
+	count   uint64 // how many marks follow
 }
 
-// loadFile reads the cache file p: its key and answer. The file is read
-// whole and its paths are parts of one string (a few allocations for tens
-// of thousands of marks: this runs at every start).
-func (c *scanCache) loadFile(p string) (key string, hits []LeftOut, marks []statMark, err error) {
-	b, err := safefile.ReadOwn(p, scanCacheMax)
+// scanFileBuffer is the read buffer of a cache file's reader, in bytes:
+// the file (a megabyte and more) is never held whole, which costs a fresh
+// process as much as reading it (docs/benchmarks.md).
+const scanFileBuffer = 32 << 10
+
+// openFile opens the cache file p (this user's regular file only,
+// safefile.OpenOwn) and reads its key and hits; the marks are read by
+// unchanged. Opening a file marks it in use (prune keeps it).
+func (c *scanCache) openFile(p string) (*scanFile, error) {
+	f, size, err := safefile.OpenOwn(p, scanCacheMax)
 	if err != nil {
-		return "", nil, nil, err
+		return nil, err
 	}
-	data := string(b)
-	rest, ok := strings.CutPrefix(data, scanCacheMagic)
-	if !ok {
-		return "", nil, nil, errScanCache
-	}
-	key, rest, ok = strings.Cut(rest, "\n")
-	if !ok || len(key) < 32 || len(key) > 1024 {
-		return "", nil, nil, errScanCache
-	}
-	hits, marks, err = readScanAnswer(rest)
+	sf, err := readScanHead(f, size)
 	if err != nil {
-		return "", nil, nil, err
+		f.Close()
+		return nil, err
 	}
 	now := c.now()
-	_ = os.Chtimes(p, now, now) // in use: prune keeps it
-	return key, hits, marks, nil
+	_ = os.Chtimes(p, now, now)
+	return sf, nil
 }
 
-// readScanAnswer reads a cache file's hits and marks, after its key, to
-// its end (see save).
-func readScanAnswer(s string) ([]LeftOut, []statMark, error) {
-	b := []byte(s) // read-only view for encoding/binary; paths stay parts of s
-	i := 0
-	uvarint := func() (uint64, bool) {
-		x, n := binary.Uvarint(b[i:])
-		if n <= 0 {
-			return 0, false
-		}
-		i += n
-		return x, true
+// readScanHead reads f's magic, key, hits and mark count (see save).
+func readScanHead(f *os.File, size int64) (*scanFile, error) {
+	cr := &countingReader{r: io.NewSectionReader(f, 0, size)}
+	br := bufio.NewReaderSize(cr, scanFileBuffer)
+	magic := make([]byte, len(scanCacheMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != scanCacheMagic {
+		return nil, errScanCache
 	}
-	varint := func() (int64, bool) {
-		x, n := binary.Varint(b[i:])
-		if n <= 0 {
-			return 0, false
-		}
-		i += n
-		return x, true
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return nil, errScanCache
 	}
-	n, ok := uvarint()
-	if !ok || n > uint64(len(s)-i) {
-		return nil, nil, errScanCache
+	key := string(line[:len(line)-1])
+	if len(key) < 32 || len(key) > 1024 {
+		return nil, errScanCache
+	}
+	n, err := binary.ReadUvarint(br)
+	if err != nil || n > uint64(size) {
+		return nil, errScanCache
+	}
+	hj := make([]byte, n)
+	if _, err := io.ReadFull(br, hj); err != nil {
+		return nil, errScanCache
 	}
 	var hits []LeftOut
-	if err := json.Unmarshal([]byte(s[i:i+int(n)]), &hits); err != nil {
-		return nil, nil, errScanCache
+	if err := json.Unmarshal(hj, &hits); err != nil {
+		return nil, errScanCache
 	}
-	i += int(n)
-	count, ok := uvarint()
-	if !ok || count > uint64(len(s)-i)/6 { // a mark takes 6 bytes at least
-		return nil, nil, errScanCache
+	count, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, errScanCache
 	}
-	marks := make([]statMark, count)
-	for k := range marks {
-		m := &marks[k]
-		l, ok := uvarint()
-		if !ok || l > 1<<16 || l > uint64(len(s)-i) {
-			return nil, nil, errScanCache
+	at := cr.n - int64(br.Buffered())
+	if count > uint64(size-at)/6 { // a mark takes 6 bytes at least
+		return nil, errScanCache
+	}
+	return &scanFile{f: f, size: size, key: key, hits: hits, marksAt: at, count: count}, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// unchanged reports whether every mark's path is as recorded (one lstat
+// each, workers at once, each taking every workers-th mark) and the file
+// holds nothing after the marks. A mark that cannot be read counts as a
+// change.
+func (sf *scanFile) unchanged(workers int) bool {
+	var changed atomic.Bool
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !sf.checkMarks(uint64(w), uint64(workers), &changed) {
+				changed.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return !changed.Load()
+}
+
+// checkMarks reads every mark and lstats those whose index is w modulo
+// workers, until one differs or stop is set; false means a difference or
+// a file that is not a cache file. Each path is read into one buffer,
+// ended by a NUL, and given to the system call from there: no allocation
+// for tens of thousands of marks.
+func (sf *scanFile) checkMarks(w, workers uint64, stop *atomic.Bool) bool {
+	br := bufio.NewReaderSize(io.NewSectionReader(sf.f, sf.marksAt, sf.size-sf.marksAt), scanFileBuffer)
+	path := make([]byte, 0, 4096)
+	for i := range sf.count {
+		if stop.Load() {
+			return true // another worker saw a change
 		}
-		m.Path = s[i : i+int(l)]
-		i += int(l)
-		var okDev, okIno, okCtime, okSize, okMode bool
-		m.Dev, okDev = uvarint()
-		m.Ino, okIno = uvarint()
-		m.Ctime, okCtime = varint()
-		m.Size, okSize = varint()
-		mode, okMode := uvarint()
-		if !okDev || !okIno || !okCtime || !okSize || !okMode || mode > 0xffffffff {
-			return nil, nil, errScanCache
+		l, err := binary.ReadUvarint(br)
+		if err != nil || l > 1<<16 {
+			return false
 		}
-		m.Mode = uint32(mode)
+		path = slices.Grow(path[:0], int(l)+1)[:l+1]
+		if _, err := io.ReadFull(br, path[:l]); err != nil {
+			return false
+		}
+		path[l] = 0
+		var want statMark
+		var mode uint64
+		var errs [5]error
+		want.Dev, errs[0] = binary.ReadUvarint(br)
+		want.Ino, errs[1] = binary.ReadUvarint(br)
+		want.Ctime, errs[2] = binary.ReadVarint(br)
+		want.Size, errs[3] = binary.ReadVarint(br)
+		mode, errs[4] = binary.ReadUvarint(br)
+		if errors.Join(errs[:]...) != nil || mode > 0xffffffff {
+			return false
+		}
+		want.Mode = uint32(mode)
+		if i%workers != w {
+			continue
+		}
+		if bytes.IndexByte(path[:l], 0) >= 0 {
+			return false // a NUL would end the path early
+		}
+		if now, ok := lstatMarkZ(path); !ok || now != want {
+			return false
+		}
 	}
-	if i != len(s) {
-		return nil, nil, fmt.Errorf("%w: trailing bytes", errScanCache)
-	}
-	return hits, marks, nil
+	_, err := br.ReadByte()
+	return err == io.EOF
 }

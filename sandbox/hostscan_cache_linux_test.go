@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -214,8 +215,9 @@ func BenchmarkHostScan(b *testing.B) {
 }
 
 // TestLstatMark: the allocation-free mark every start compares equals the
-// one the scan recorded (statMarkOf of os.Lstat), for each kind of file,
-// and a missing path gives none.
+// one the scan recorded (statMarkOf of os.Lstat, without its path), for
+// each kind of file; a missing path, or one not ended by a NUL, gives
+// none; and taking a mark allocates nothing.
 func TestLstatMark(t *testing.T) {
 	dir := t.TempDir()
 	paths := map[string]func(p string) error{
@@ -235,16 +237,110 @@ func TestLstatMark(t *testing.T) {
 				t.Fatal(err)
 			}
 			want, ok := statMarkOf(p, fi)
-			got, gok := lstatMark(p)
+			want.Path = ""
+			z := append([]byte(p), 0)
+			got, gok := lstatMarkZ(z)
 			if !ok || !gok || got != want {
-				t.Fatalf("lstatMark = %+v, %v; statMarkOf = %+v, %v", got, gok, want, ok)
+				t.Fatalf("lstatMarkZ = %+v, %v; statMarkOf = %+v, %v", got, gok, want, ok)
 			}
 			if got.Mode != uint32(fi.Mode().Type()) {
 				t.Errorf("type bits %v, want os's %v", fs.FileMode(got.Mode), fi.Mode().Type())
 			}
+			if n := testing.AllocsPerRun(100, func() { lstatMarkZ(z) }); n != 0 {
+				t.Errorf("a mark took %v allocations, want none", n)
+			}
 		})
 	}
-	if m, ok := lstatMark(filepath.Join(dir, "missing")); ok {
-		t.Fatalf("a missing path gave a mark: %+v", m)
+	for name, p := range map[string][]byte{
+		"missing": append([]byte(filepath.Join(dir, "missing")), 0),
+		"no NUL":  []byte(filepath.Join(dir, "folder")),
+		"empty":   nil,
+	} {
+		if m, ok := lstatMarkZ(p); ok {
+			t.Errorf("%s: gave a mark: %+v", name, m)
+		}
+	}
+}
+
+// TestScanFileUnchanged: a cache file's marks are checked from the open
+// file, by any number of workers; a path changed, a mark whose path holds
+// a NUL (which would stat a shorter path), a file cut short or with bytes
+// after its marks all count as a change.
+func TestScanFileUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	var marks []statMark
+	for i := range 40 {
+		p := filepath.Join(dir, fmt.Sprintf("d%02d", i))
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := statMarkOf(p, fi)
+		marks = append(marks, m)
+	}
+	key := strings.Repeat("k", 64)
+	hits := []LeftOut{{Path: filepath.Join(dir, "d00", ".pgpass"), Reason: "a credential file"}}
+	withNUL := slices.Clone(marks)
+	withNUL[7].Path = marks[7].Path + "\x00/elsewhere"
+	cases := []struct {
+		name  string
+		marks []statMark
+		edit  func(t *testing.T, p string)
+		want  bool
+	}{
+		{name: "unchanged", marks: marks, want: true},
+		{name: "a folder changed", marks: marks, edit: func(t *testing.T, _ string) {
+			ctimeTick(t)
+			if err := os.WriteFile(filepath.Join(marks[33].Path, "new"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a NUL in a path", marks: withNUL},
+		{name: "cut short", marks: marks, edit: func(t *testing.T, p string) {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(p, fi.Size()-3); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "bytes after the marks", marks: marks, edit: func(t *testing.T, p string) {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write([]byte{0}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newScanCache(filepath.Join(t.TempDir(), "cache"))
+			if err := c.save(key, hits, tc.marks); err != nil {
+				t.Fatal(err)
+			}
+			if tc.edit != nil {
+				tc.edit(t, c.file(key))
+			}
+			for _, workers := range []int{1, 2, 3} {
+				sf, err := c.openFile(c.file(key))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sf.key != key || !slices.Equal(sf.hits, hits) {
+					t.Errorf("read key %q, hits %v; want %q, %v", sf.key, sf.hits, key, hits)
+				}
+				if got := sf.unchanged(workers); got != tc.want {
+					t.Errorf("%d workers: unchanged = %v, want %v", workers, got, tc.want)
+				}
+				sf.f.Close()
+			}
+		})
 	}
 }

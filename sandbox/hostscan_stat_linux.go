@@ -15,13 +15,17 @@ func statMarkOf(p string, fi fs.FileInfo) (statMark, bool) {
 	return markOf(p, st), true
 }
 
-// lstatMark is statMarkOf(p, os.Lstat(p)) without the FileInfo: one system
-// call and no allocation, for the tens of thousands of marks every start
-// checks (marksUnchanged).
-func lstatMark(p string) (statMark, bool) {
+// lstatMarkZ is the mark of the path in p, which ends with a NUL (its last
+// byte), as statMarkOf(path, os.Lstat(path)) gives it but with an empty
+// Path: one system call and no allocation, for the tens of thousands of
+// marks every start checks (scanFile.unchanged).
+func lstatMarkZ(p []byte) (statMark, bool) {
+	if len(p) == 0 || p[len(p)-1] != 0 {
+		return statMark{}, false
+	}
 	var st syscall.Stat_t
 	for {
-		err := syscall.Lstat(p, &st)
+		err := lstatZ(p, &st)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -30,7 +34,7 @@ func lstatMark(p string) (statMark, bool) {
 		}
 		break
 	}
-	return markOf(p, &st), true
+	return markOf("", &st), true
 }
 
 // markOf is the mark of p from its stat; the type bits are fs.FileMode's,

@@ -85,8 +85,10 @@ func TestReadPrivateFileRefusesPlanted(t *testing.T) {
 				var v bool
 				gotFact = f.load(factOverlay, info, "k", &v)
 				c := newScanCache(f.Dir)
-				_, _, _, err := c.loadFile(f.infoFile(host))
-				gotScan = err == nil
+				sf, err := c.openFile(f.infoFile(host))
+				if gotScan = err == nil; gotScan {
+					sf.f.Close()
+				}
 			}()
 			select {
 			case <-done:

@@ -4,6 +4,7 @@
 package safefile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,11 @@ func Read(root *os.Root, name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return read(f, name, limit, false)
+	size, err := check(f, name, limit, false)
+	if err != nil {
+		return nil, err
+	}
+	return read(f, name, size, limit)
 }
 
 // ReadOwn reads the file at path p that this process's user wrote (a
@@ -40,37 +45,65 @@ func Read(root *os.Root, name string, limit int64) ([]byte, error) {
 // link (a final link is not followed) and belongs to this user
 // (os.Geteuid): else "P is another user's" (ErrNotOwn).
 func ReadOwn(p string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, size, err := OpenOwn(p, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return read(f, p, limit, true)
+	return read(f, p, size, limit)
 }
 
-// read reads the opened f (named name in errors) for Read and ReadOwn.
-func read(f *os.File, name string, limit int64, own bool) ([]byte, error) {
+// OpenOwn opens the file at path p as ReadOwn reads it (the same checks,
+// on the opened file, and the same errors) for a caller that reads it in
+// parts, and returns its size in bytes then. The caller closes it.
+func OpenOwn(p string, limit int64) (*os.File, int64, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := check(f, p, limit, true)
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, size, nil
+}
+
+// check refuses the opened f (named name in errors) unless it is a regular
+// file of at most limit bytes and, when own, this user's; it returns the
+// file's size.
+func check(f *os.File, name string, limit int64, own bool) (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &limitError{fmt.Sprintf("%s is not a regular file", name), ErrNotRegular}
+		return 0, &limitError{fmt.Sprintf("%s is not a regular file", name), ErrNotRegular}
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); own && ok && int(st.Uid) != os.Geteuid() {
-		return nil, &limitError{fmt.Sprintf("%s is another user's", name), ErrNotOwn}
+		return 0, &limitError{fmt.Sprintf("%s is another user's", name), ErrNotOwn}
 	}
 	if fi.Size() > limit {
-		return nil, &limitError{fmt.Sprintf("%s is over %d bytes", name, limit), ErrTooLarge}
+		return 0, &limitError{fmt.Sprintf("%s is over %d bytes", name, limit), ErrTooLarge}
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	return fi.Size(), nil
+}
+
+// read reads the checked f (named name in errors) of size bytes, at most
+// limit.
+func read(f *os.File, name string, size, limit int64) ([]byte, error) {
+	// One buffer of the size the file has (with room to see it grow):
+	// growing a buffer from nothing copies and clears megabytes for a
+	// large file.
+	var buf bytes.Buffer
+	buf.Grow(int(size) + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > limit {
+	if int64(buf.Len()) > limit {
 		return nil, &limitError{fmt.Sprintf("%s is over %d bytes", name, limit), ErrTooLarge}
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
 
 // limitError is a refusal with its own wording and its sentinel.
