@@ -408,17 +408,27 @@ func (d *Docker) start(ctx context.Context) error {
 	relayIDs := make(chan map[int]bool, 1)
 	go func() { relayIDs <- relayIDsInUse() }()
 
+	// A given info that is to be confirmed (WithEngineInfoCheck) is
+	// confirmed while the start goes on: before any container starts
+	// (gateStarts) and before StartDocker returns. Until then only what
+	// runs nothing is done (look-ups, creations, copies into volumes);
+	// a disagreement removes it all (ErrEngineChanged).
+	confirmEngine := func(context.Context) error { return nil }
 	if d.opts.info != nil {
 		d.info = *d.opts.info
-		if d.opts.infoCheck != nil {
-			live, err := d.opts.infoCheck(ctx)
-			if err != nil {
-				return fmt.Errorf("sandbox: docker: reading the Engine's info at %s: %w", d.cli.DaemonHost(), err)
-			}
-			if !SameEngine(live, d.info) {
-				return ErrEngineChanged
-			}
-			d.info = live
+		if check := d.opts.infoCheck; check != nil {
+			remembered, host := d.info, d.cli.DaemonHost()
+			confirmEngine = onceConfirmed(func(ctx context.Context) error {
+				live, err := check(ctx)
+				if err != nil {
+					return fmt.Errorf("sandbox: docker: reading the Engine's info at %s: %w", host, err)
+				}
+				if !SameEngine(live, remembered) {
+					return ErrEngineChanged
+				}
+				return nil
+			})
+			d.cli = gateStarts(d.cli, confirmEngine)
 		}
 	} else {
 		if _, err := d.cli.Ping(ctx); err != nil {
@@ -579,6 +589,9 @@ func (d *Docker) start(ctx context.Context) error {
 		return err
 	}
 	if err := d.viewsReady(ctx); err != nil {
+		return err
+	}
+	if err := confirmEngine(ctx); err != nil {
 		return err
 	}
 	return d.readPosture(ctx)

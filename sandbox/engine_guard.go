@@ -60,6 +60,17 @@ func bounded(cli DockerAPI) DockerAPI {
 type boundedEngine struct {
 	DockerAPI
 	limit time.Duration
+	// beforeStart, when set, must return nil before any container is
+	// started (gateStarts).
+	beforeStart func(context.Context) error
+}
+
+// gateStarts returns cli, bounded, whose ContainerStart first calls gate
+// and starts nothing when gate fails (its error is the start's).
+func gateStarts(cli DockerAPI, gate func(context.Context) error) DockerAPI {
+	b := *bounded(cli).(*boundedEngine)
+	b.beforeStart = gate
+	return &b
 }
 
 // call runs a short Engine call with its own deadline; an expired one is
@@ -98,6 +109,11 @@ func (e *boundedEngine) ContainerCreate(ctx context.Context, cfg *container.Conf
 }
 
 func (e *boundedEngine) ContainerStart(ctx context.Context, id string, o container.StartOptions) error {
+	if e.beforeStart != nil {
+		if err := e.beforeStart(ctx); err != nil {
+			return err
+		}
+	}
 	_, err := call(e, ctx, "starting a container", func(c context.Context) (struct{}, error) {
 		return struct{}{}, e.DockerAPI.ContainerStart(c, id, o)
 	})

@@ -14,8 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,5 +287,84 @@ func TestEveryEngineCallIsBounded(t *testing.T) {
 		if _, ok := api.MethodByName(m); !ok {
 			t.Errorf("%s is listed as unbounded but DockerAPI has no such method", m)
 		}
+	}
+}
+
+// startsRecorded is a DockerAPI that records the containers it was asked
+// to start and starts nothing.
+type startsRecorded struct {
+	DockerAPI
+	started []string
+}
+
+func (s *startsRecorded) ContainerStart(_ context.Context, id string, _ container.StartOptions) error {
+	s.started = append(s.started, id)
+	return nil
+}
+
+func (s *startsRecorded) ContainerTop(context.Context, string, []string) (container.TopResponse, error) {
+	return container.TopResponse{Titles: []string{"PID"}}, nil
+}
+
+// TestGateStarts: a gated client starts a container only once its gate
+// says yes; the gate's refusal is the start's error, and the client keeps
+// its other abilities (listing processes).
+func TestGateStarts(t *testing.T) {
+	refused := errors.New("not confirmed")
+	cases := []struct {
+		name    string
+		gate    error
+		started []string
+	}{
+		{name: "confirmed", started: []string{"c1"}},
+		{name: "refused", gate: refused},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			inner := &startsRecorded{}
+			asked := 0
+			cli := gateStarts(inner, func(context.Context) error { asked++; return tc.gate })
+			if err := cli.ContainerStart(t.Context(), "c1", container.StartOptions{}); !errors.Is(err, tc.gate) || (tc.gate == nil) != (err == nil) {
+				t.Fatalf("start: %v, want %v", err, tc.gate)
+			}
+			if asked != 1 || !slices.Equal(inner.started, tc.started) {
+				t.Errorf("gate asked %d times, started %q; want once, %q", asked, inner.started, tc.started)
+			}
+			if _, ok := cli.(processLister); !ok {
+				t.Error("the gated client lost ContainerTop")
+			}
+		})
+	}
+}
+
+// TestOnceConfirmed: the confirmation runs once for every caller, at once
+// or later, and a result its caller's cancellation caused is asked again.
+func TestOnceConfirmed(t *testing.T) {
+	var calls atomic.Int32
+	confirm := onceConfirmed(func(ctx context.Context) error {
+		calls.Add(1)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return ErrEngineChanged
+	})
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := confirm(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := confirm(t.Context()); !errors.Is(err, ErrEngineChanged) {
+				t.Errorf("confirm: %v, want ErrEngineChanged", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 2 {
+		t.Errorf("the check ran %d times, want 2 (once cancelled, once for all)", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/docker/docker/api/types/system"
 
@@ -18,16 +19,18 @@ import (
 // 30-80 ms, and everything else in a sandbox's start waits for it. A run
 // starts on the info the last run read from the same Engine address and
 // reads the live one beside it; StartDocker confirms the two agree
-// (WithEngineInfoCheck) before it creates anything, else the start is done
-// again on the live info (ErrEngineChanged).
+// (WithEngineInfoCheck) before it starts any container and before it
+// returns, else what it created is removed and the start is done again on
+// the live info (ErrEngineChanged).
 
 // factEngineInfo is the EngineFacts kind of a remembered info.
 const factEngineInfo = "engine-info"
 
 // ErrEngineChanged is StartDocker's error when the Engine's live info
 // disagrees with the info it started from (WithEngineInfo): a remembered
-// info of an Engine since reconfigured, upgraded or replaced. Nothing was
-// created; the caller starts again with the live info.
+// info of an Engine since reconfigured, upgraded or replaced. No container
+// was started, and what was created is removed; the caller starts again
+// with the live info.
 var ErrEngineChanged = errors.New("sandbox: docker: the Engine is not the one remembered")
 
 // infoFile is the file of the info remembered for the Engine at host.
@@ -89,8 +92,27 @@ func (f EngineFacts) RememberInfo(host string, info system.Info) error {
 
 // WithEngineInfoCheck has StartDocker confirm the info it was given
 // (WithEngineInfo, a remembered one) against live, which returns the
-// Engine's live info, before it creates anything: an error from live is
-// the start's error, a disagreement is ErrEngineChanged.
+// Engine's live info: before the first container starts and before
+// StartDocker returns, while the rest of the start goes on. An error from
+// live is the start's error, a disagreement is ErrEngineChanged.
 func WithEngineInfoCheck(live func(context.Context) (system.Info, error)) DockerOption {
 	return func(o *dockerOptions) { o.infoCheck = live }
+}
+
+// onceConfirmed returns check, run once: later calls (another start, from
+// any goroutine) wait for its result. A result the caller's cancellation
+// caused is not kept.
+func onceConfirmed(check func(context.Context) error) func(context.Context) error {
+	var mu sync.Mutex
+	var done bool
+	var result error
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			result = check(ctx)
+			done = result == nil || ctx.Err() == nil
+		}
+		return result
+	}
 }

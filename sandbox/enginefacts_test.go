@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/volume"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/goalrun/goalrun/sandbox"
 	"github.com/goalrun/goalrun/sandbox/dockertest"
@@ -252,4 +255,49 @@ func TestStartDockerConfirmsInfo(t *testing.T) {
 	if err := sb.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+
+	// The live info is awaited beside the start, not before it: here it
+	// answers only once the agent container exists, and StartDocker
+	// still returns only after it answered.
+	created := make(chan struct{})
+	answered := false
+	slowCheck := sandbox.WithEngineInfoCheck(func(ctx context.Context) (system.Info, error) {
+		select {
+		case <-created:
+		case <-time.After(30 * time.Second):
+			return system.Info{}, errors.New("the start waited for the live info before creating its containers")
+		}
+		answered = true
+		return cli.Info(ctx)
+	})
+	watch := onCreate{DockerAPI: cli, created: func(name string) {
+		if strings.HasSuffix(name, "-agent") {
+			close(created)
+		}
+	}}
+	cfg.RunID = dockertest.RunID(t)
+	sb, err = sandbox.StartDocker(t.Context(), watch, cfg, sandbox.WithEngineInfo(live), slowCheck)
+	if err != nil {
+		t.Fatalf("StartDocker with the live info answering late: %v", err)
+	}
+	if !answered {
+		t.Error("StartDocker returned before the live info answered")
+	}
+	if err := sb.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// onCreate calls created with the name of every container created.
+type onCreate struct {
+	sandbox.DockerAPI
+	created func(name string)
+}
+
+func (o onCreate) ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, p *ocispec.Platform, name string) (container.CreateResponse, error) {
+	r, err := o.DockerAPI.ContainerCreate(ctx, cfg, hc, nc, p, name)
+	if err == nil {
+		o.created(name)
+	}
+	return r, err
 }

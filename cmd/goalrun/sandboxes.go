@@ -205,8 +205,9 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 	// host-folder look-up, StartDocker). Reading it takes the Engine tens
 	// of milliseconds, so the start goes on from the info the last run
 	// read from this Engine while the live one is read beside it;
-	// StartDocker confirms the two agree before it creates anything (else
-	// the start is done again on the live info).
+	// StartDocker confirms the two agree before it starts any container
+	// (else what it created is removed and the start is done again on the
+	// live info).
 	var live system.Info
 	var liveErr error
 	infoDone := make(chan struct{})
