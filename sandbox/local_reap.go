@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"syscall"
@@ -35,6 +36,19 @@ var keptProcesses sync.Map
 // outlive the local sandbox's steps (the run's janitor), so that the sweep
 // after each local step (see Local) leaves it alone.
 func KeepProcess(pid int) { keptProcesses.Store(pid, true) }
+
+// StartKeptProcess starts cmd and keeps it (KeepProcess) between two of a
+// sweep's rounds, so that a process started while a local step runs is
+// never seen by a sweep before it is kept.
+func StartKeptProcess(cmd *exec.Cmd) error {
+	stepsMu.Lock()
+	defer stepsMu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	KeepProcess(cmd.Process.Pid)
+	return nil
+}
 
 // becomeSubreaper makes this process a child subreaper (prctl
 // PR_SET_CHILD_SUBREAPER, Linux 3.4+): a process a step starts whose parent

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -86,17 +87,66 @@ func startJanitor(within time.Duration, engine bool) *janitor {
 	cmd := exec.Command(exe, args...)
 	cmd.Stdin = r
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	// The local sandbox ends every process its steps leave behind, among
+	// goalrun's children: this one is goalrun's own.
+	if err := sandbox.StartKeptProcess(cmd); err != nil {
 		r.Close()
 		w.Close()
 		return nil
 	}
 	r.Close()
-	// The local sandbox ends every process its steps leave behind, among
-	// goalrun's children: this one is goalrun's own.
-	sandbox.KeepProcess(cmd.Process.Pid)
 	go cmd.Wait() // reaped while the run lives; reparented after
 	return &janitor{w: w}
+}
+
+// janitorDelay is how long a run goes before it starts its janitor. A
+// second goalrun process costs a run that ends within a second (an
+// already-green check) a twentieth of its time on a small machine
+// (docs/benchmarks.md); a run killed before the janitor starts leaves
+// what it made to the next goalrun's start-up, which removes what any dead
+// run left (sandbox.Reap: every object carries its owner and expiry).
+const janitorDelay = time.Second
+
+// lateJanitor is a run's janitor, started once the run has lasted a delay,
+// or at release when the run ends sooner without having removed everything
+// it made.
+type lateJanitor struct {
+	mu    sync.Mutex
+	timer *time.Timer
+	start func() *janitor
+	jan   *janitor
+	done  bool
+}
+
+// startJanitorAfter starts a janitor with start once delay has passed,
+// unless the run was released before.
+func startJanitorAfter(delay time.Duration, start func() *janitor) *lateJanitor {
+	l := &lateJanitor{start: start}
+	l.timer = time.AfterFunc(delay, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.done {
+			l.jan = l.start()
+		}
+	})
+	return l
+}
+
+// release is janitor.release for the run's janitor; a run that did not
+// remove everything it made starts its janitor now if it had none yet.
+// Only the first call counts.
+func (l *lateJanitor) release(clean bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return
+	}
+	l.done = true
+	l.timer.Stop()
+	if l.jan == nil && !clean {
+		l.jan = l.start()
+	}
+	l.jan.release(clean)
 }
 
 // release tells the janitor the run is over: with clean, that it removed

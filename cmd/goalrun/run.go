@@ -458,8 +458,12 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 	}
 
 	// What this run cannot remove itself (killed outright, an Engine that
-	// stopped answering) a detached janitor removes once it is gone.
-	jan := startJanitor(cfg.timeout+janitorGrace, cfg.sandbox != "local")
+	// stopped answering) a detached janitor removes once it is gone; it
+	// starts when the run outlasts janitorDelay, or at the end of a
+	// shorter run that could not remove everything.
+	jan := startJanitorAfter(janitorDelay, func() *janitor {
+		return startJanitor(cfg.timeout+janitorGrace, cfg.sandbox != "local")
+	})
 	clean := false
 	defer func() { jan.release(clean) }()
 	plan := planSetup(cfg, eng.warn)

@@ -324,7 +324,8 @@ func hostPytest(t *testing.T, ws string, env []string) (string, error) {
 // step's every descendant before the change snapshot and the check): long
 // after the run, there is no hook, the document on disk is goalrun's, and
 // the daemon is gone. The check itself shows that the run's janitor — a
-// process goalrun keeps on purpose — was spared.
+// process goalrun keeps on purpose, started a second into the run, while
+// the agent's step runs — was spared by that step's sweep.
 func TestAttackLocalDaemonOutlivesTheRun(t *testing.T) {
 	ws := calcWorkspace(t)
 	gitIn(t, ws, "init", "-q", "-b", "main")
@@ -336,7 +337,7 @@ func TestAttackLocalDaemonOutlivesTheRun(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "daemon.pid")
 	daemon = strings.ReplaceAll(daemon, "/tmp/PIDFILE", pidFile)
 	r := goalrun(t, ws, nil, "run", "--json", "--sandbox", "local", "--agent", "command", "--max-iterations", "1",
-		"--output", out, "--agent-bin", calcFix+"; "+daemon+" sleep 0.5; echo Fixed Add.",
+		"--output", out, "--agent-bin", calcFix+"; "+daemon+" sleep 1.5; echo Fixed Add.",
 		"--until", "pgrep -f '[_]_janitor --for' >/dev/null && go test ./...")
 	d := r.doc(t)
 	if r.code != exitMet || d["conclusion"] != report.ConclusionSuccess {
