@@ -189,13 +189,17 @@ type Docker struct {
 	cfg  Config
 	opts dockerOptions
 
-	user       string // "uid:gid"
-	uid, gid   int
-	home       string
-	image      string // the reference as given
-	imageID    string
-	digest     string
-	info       system.Info
+	user     string // "uid:gid"
+	uid, gid int
+	home     string
+	image    string // the reference as given
+	imageID  string
+	digest   string
+	info     system.Info
+	// confirmed returns nil once the live info agrees with info (at once
+	// when info is the live one; ErrEngineChanged when it disagrees):
+	// what is probed on the Engine is remembered as info's only then.
+	confirmed  func(context.Context) error
 	view       engineView
 	wsMode     WorkspaceMode
 	wsVolume   string // copy mode: the workspace volume
@@ -440,6 +444,7 @@ func (d *Docker) start(ctx context.Context) error {
 		}
 		d.info = info
 	}
+	d.confirmed = confirmEngine
 	info := d.info
 
 	home, _ := d.opts.lookupEnv("HOME")

@@ -214,10 +214,22 @@ func (d *Docker) chooseView(ctx context.Context, dirs viewDirs) (mode, why strin
 	if mode == "" {
 		mode, why = d.probeOverlay(ctx, dirs)
 		if mode == CheckViewOverlay {
-			_ = d.opts.facts.store(factOverlay, d.info, d.overlayFactKey(), true)
+			d.rememberOverlay(ctx)
 		}
 	}
 	return mode, why
+}
+
+// rememberOverlay stores the fact that the Engine mounts this run's
+// overlay views, under its info's identity once the live info confirmed
+// that info (Docker.confirmed): the probe needs no container started, so
+// it may run before the confirmation, on another Engine than the one
+// remembered.
+func (d *Docker) rememberOverlay(ctx context.Context) {
+	if d.confirmed != nil && d.confirmed(ctx) != nil {
+		return
+	}
+	_ = d.opts.facts.store(factOverlay, d.info, d.overlayFactKey(), true)
 }
 
 // factOverlay is the EngineFacts kind "this Engine mounts an overlay view
@@ -282,7 +294,7 @@ func (d *Docker) reprobeOverlay(ctx context.Context) bool {
 	mode, why := d.probeOverlay(ctx, dirs)
 	d.closeView(ctx, &checkView{dirs: dirs, volume: fmt.Sprintf("goalrun-%s-view-%d-fs", d.cfg.RunID, dirs.n)})
 	if mode == CheckViewOverlay {
-		_ = d.opts.facts.store(factOverlay, d.info, d.overlayFactKey(), true)
+		d.rememberOverlay(ctx)
 		return false
 	}
 	v := d.views

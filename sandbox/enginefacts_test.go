@@ -301,3 +301,45 @@ func (o onCreate) ContainerCreate(ctx context.Context, cfg *container.Config, hc
 	}
 	return r, err
 }
+
+// TestChangedEngineStoresNoFact: a start from a remembered info stores
+// what it probed (the overlay view) under that info's identity only once
+// the live info confirmed it: an Engine that is not the remembered one
+// (another Engine now behind the same address) never has its answers
+// kept as the remembered Engine's.
+func TestChangedEngineStoresNoFact(t *testing.T) {
+	cli := dockertest.Client(t)
+	live, err := cli.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := live
+	other.ID = "another-engine-" + live.ID
+	liveCheck := sandbox.WithEngineInfoCheck(func(ctx context.Context) (system.Info, error) { return cli.Info(ctx) })
+	for _, tc := range []struct {
+		name      string
+		given     system.Info
+		wantErr   error
+		wantFacts int
+	}{
+		{name: "the remembered Engine", given: live, wantFacts: 1},
+		{name: "another Engine at the same address", given: other, wantErr: sandbox.ErrEngineChanged, wantFacts: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			facts := sandbox.EngineFacts{Dir: filepath.Join(t.TempDir(), "engines")}
+			cfg := sandbox.Config{RunID: dockertest.RunID(t), Workspace: dockertest.Workspace(t, testUID, testGID), Image: dockertest.Image(t, cli), Lifetime: testLifetime}
+			sb, err := sandbox.StartDocker(t.Context(), cli, cfg, sandbox.WithEngineInfo(tc.given), liveCheck, sandbox.WithEngineFacts(facts))
+			if sb != nil {
+				if cerr := sb.Close(t.Context()); cerr != nil {
+					t.Error(cerr)
+				}
+			}
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("StartDocker: %v, want %v", err, tc.wantErr)
+			}
+			if got := factFiles(t, facts.Dir); len(got) != tc.wantFacts {
+				t.Errorf("stored facts %q, want %d", got, tc.wantFacts)
+			}
+		})
+	}
+}
