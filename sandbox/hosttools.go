@@ -135,6 +135,13 @@ type HostToolsOptions struct {
 	// Info is the Engine's Info, when the caller has just read it from
 	// the same client; nil means HostTools asks.
 	Info *system.Info
+	// ConfirmInfo, when not nil, says Info is a remembered info not yet
+	// confirmed against the live one: it returns nil when the live info
+	// agrees (else ErrEngineChanged, or why it could not be read). The
+	// Engine's answers are remembered under Info's identity (Facts) only
+	// then, so another Engine now at the same address never has its
+	// answers kept as the remembered one's.
+	ConfirmInfo func(context.Context) error
 	// Facts, when set, remembers which candidates exist on the Engine's
 	// host, so later runs skip the Engine's probe (EngineFacts); the
 	// answer is keyed by the Engine and by which candidates goalrun itself
@@ -261,7 +268,7 @@ func HostTools(ctx context.Context, cli DockerAPI, opts HostToolsOptions) (HostT
 				there = append(there, p)
 			}
 		}
-		_ = opts.Facts.store(factHostPaths, info, hostPathsKey(candidates), there)
+		rememberHostPaths(ctx, opts, info, candidates, there)
 	}
 	var present []string
 	for _, p := range candidates {
@@ -298,7 +305,7 @@ func HostTools(ctx context.Context, cli DockerAPI, opts HostToolsOptions) (HostT
 				present = append(present, p)
 			}
 		}
-		_ = opts.Facts.store(factHostPaths, info, hostPathsKey(candidates), present)
+		rememberHostPaths(ctx, opts, info, candidates, present)
 		shares = sharesFilesystem(view, candidates, exists)
 	}
 	var plan hostPlan
@@ -367,6 +374,19 @@ func hostPathsKey(candidates []string) string {
 		}
 	}
 	return b.String()
+}
+
+// rememberHostPaths keeps there, the candidates that exist on the Engine's
+// host, as info's answer (opts.Facts), once opts.ConfirmInfo confirmed
+// info when it is a remembered one.
+func rememberHostPaths(ctx context.Context, opts HostToolsOptions, info system.Info, candidates, there []string) {
+	if opts.Facts.Dir == "" {
+		return
+	}
+	if opts.ConfirmInfo != nil && opts.ConfirmInfo(ctx) != nil {
+		return
+	}
+	_ = opts.Facts.store(factHostPaths, info, hostPathsKey(candidates), there)
 }
 
 // rememberedHostPaths returns the remembered answer about which

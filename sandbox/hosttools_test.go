@@ -347,3 +347,59 @@ func TestHostToolsRemembersFolders(t *testing.T) {
 		})
 	}
 }
+
+// TestHostToolsStoresNoFactForAnotherEngine: a look-up from a remembered
+// Engine info (ConfirmInfo set) keeps the Engine's answer under that
+// info's identity only when the live info confirms it: the answer of
+// another Engine now behind the same address is not remembered as the
+// remembered Engine's, and the next look-up on that info asks again.
+func TestHostToolsStoresNoFactForAnotherEngine(t *testing.T) {
+	onHost := map[string]bool{"/usr": true, "/bin": true}
+	answer := func(hc *container.HostConfig) error {
+		if src := hc.Mounts[0].Source; !onHost[src] {
+			return errors.New(`Error response from daemon: invalid mount config for type "bind": bind source path does not exist: ` + src)
+		}
+		return errors.New(`Error response from daemon: invalid mount config for type "tmpfs": invalid mount path: '` + hc.Mounts[1].Target + `' mount path must be absolute`)
+	}
+	policyOnly := func(_ context.Context, p mountPolicy, candidates []string) (hostPlan, error) {
+		var pl hostPlan
+		for _, c := range candidates {
+			if v := p.judge(c); v.rel == relNone {
+				pl.Mounts = append(pl.Mounts, planMount{c, c})
+			}
+		}
+		return pl, nil
+	}
+	remembered := system.Info{ID: "ENGINE-A", ServerVersion: "20.10.24", Driver: "overlay2"}
+	for _, tc := range []struct {
+		name      string
+		confirm   func(context.Context) error
+		wantFacts int
+	}{
+		{name: "a live info", confirm: nil, wantFacts: 1},
+		{name: "a remembered info the live one confirms", confirm: func(context.Context) error { return nil }, wantFacts: 1},
+		{name: "a remembered info of another Engine", confirm: func(context.Context) error { return ErrEngineChanged }, wantFacts: 0},
+		{name: "a remembered info the live one could not confirm", confirm: func(context.Context) error { return context.DeadlineExceeded }, wantFacts: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			facts := EngineFacts{Dir: filepath.Join(t.TempDir(), "engines")}
+			info := remembered
+			var n atomic.Int64
+			_, err := HostTools(t.Context(), countCreates{engineAnswers{create: answer}, &n}, HostToolsOptions{
+				Image: "img", Env: []string{"PATH=/usr/bin", "HOME=/root"}, Info: &info, ConfirmInfo: tc.confirm, Facts: facts, plan: policyOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Load() == 0 {
+				t.Fatal("the Engine was not asked: the test proves nothing")
+			}
+			got, err := filepath.Glob(filepath.Join(facts.Dir, factHostPaths+"-*.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.wantFacts {
+				t.Errorf("stored facts %q, want %d", got, tc.wantFacts)
+			}
+		})
+	}
+}

@@ -229,9 +229,22 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 		}
 	}
 	var engineInfo *system.Info
+	// confirmInfo confirms a remembered engineInfo against the live one
+	// (nil: engineInfo is the live one).
+	var confirmInfo func(context.Context) error
 	if info, ok := facts.RememberedInfo(cli.DaemonHost()); ok {
 		engineInfo = &info
 		opts = append(opts, sandbox.WithEngineInfoCheck(liveInfo))
+		confirmInfo = func(ctx context.Context) error {
+			l, err := liveInfo(ctx)
+			if err != nil {
+				return err
+			}
+			if !sandbox.SameEngine(l, info) {
+				return sandbox.ErrEngineChanged
+			}
+			return nil
+		}
 	} else if info, err := liveInfo(ctx); err == nil {
 		engineInfo = &info
 	}
@@ -301,7 +314,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 			cfg, agentBin, err = minimalSandbox(ctx, cli, rc, cfg, native)
 		default:
 			var h sandbox.HostToolchain
-			cfg, agentBin, h, err = hostToolsSandbox(ctx, cli, rc, cfg, hostToolsLookup{info: engineInfo, facts: facts, reprobe: reprobe, ahead: ahead})
+			cfg, agentBin, h, err = hostToolsSandbox(ctx, cli, rc, cfg, hostToolsLookup{info: engineInfo, confirm: confirmInfo, facts: facts, reprobe: reprobe, ahead: ahead})
 			covers, remembered, confirm = h.Covers, h.Remembered, h.Confirm
 			for _, l := range h.LeftOut {
 				notices = append(notices, "the default sandbox leaves out the host's "+l.Path+": "+l.Reason)
@@ -364,7 +377,7 @@ func startDocker(ctx context.Context, rc runConfig, cfg sandbox.Config, opts ...
 			if lerr != nil {
 				return fail(fmt.Errorf("%w at %s: reading its info: %v", errEngineUnavailable, cli.DaemonHost(), lerr))
 			}
-			engineInfo = &info
+			engineInfo, confirmInfo = &info, nil
 			if err := useInfo(engineInfo); err != nil {
 				return fail(err)
 			}
@@ -413,6 +426,7 @@ func engineFacts(v string) (sandbox.EngineFacts, error) {
 // the Engine even when a fact is remembered.
 type hostToolsLookup struct {
 	info    *system.Info
+	confirm func(context.Context) error // confirms a remembered info (nil: info is live)
 	facts   sandbox.EngineFacts
 	reprobe bool
 	ahead   *sandbox.HostScanAhead // the scan's cache checked ahead (nil: none)
@@ -474,7 +488,7 @@ func hostToolsSandbox(ctx context.Context, cli sandbox.DockerAPI, rc runConfig, 
 		}
 		// The look through the host folders is remembered in the user's
 		// cache folder while none of what it read changes.
-		h, err = sandbox.HostTools(ctx, cli, sandbox.HostToolsOptions{Image: ref, Info: look.info, Facts: look.facts, Reprobe: look.reprobe, Workspace: cfg.Workspace, ScanBinary: scan, CacheDir: hostScanCacheDir(), Ahead: look.ahead})
+		h, err = sandbox.HostTools(ctx, cli, sandbox.HostToolsOptions{Image: ref, Info: look.info, ConfirmInfo: look.confirm, Facts: look.facts, Reprobe: look.reprobe, Workspace: cfg.Workspace, ScanBinary: scan, CacheDir: hostScanCacheDir(), Ahead: look.ahead})
 		if err != nil {
 			err = hostToolsError(ctx, cli, err)
 		}
