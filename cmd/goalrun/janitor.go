@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/docker/docker/client"
 
+	"github.com/goalrun/goalrun/report"
 	"github.com/goalrun/goalrun/sandbox"
 )
 
@@ -104,12 +106,15 @@ func startJanitor(within time.Duration, engine bool) *janitor {
 // already-green check) a twentieth of its time on a small machine
 // (docs/benchmarks.md); a run killed before the janitor starts leaves
 // what it made to the next goalrun's start-up, which removes what any dead
-// run left (sandbox.Reap: every object carries its owner and expiry).
+// run left (sandbox.Reap: every object carries its owner and expiry). The
+// first agent turn starts it at once (janitorAtAgent): from then on an
+// agent container runs, or is frozen for a check, which must not outlive
+// a killed run until some later goalrun starts.
 const janitorDelay = time.Second
 
-// lateJanitor is a run's janitor, started once the run has lasted a delay,
-// or at release when the run ends sooner without having removed everything
-// it made.
+// lateJanitor is a run's janitor, started once the run has lasted a delay
+// or its first agent turn begins (now), or at release when the run ends
+// sooner without having removed everything it made.
 type lateJanitor struct {
 	mu    sync.Mutex
 	timer *time.Timer
@@ -122,14 +127,38 @@ type lateJanitor struct {
 // unless the run was released before.
 func startJanitorAfter(delay time.Duration, start func() *janitor) *lateJanitor {
 	l := &lateJanitor{start: start}
-	l.timer = time.AfterFunc(delay, func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if !l.done {
-			l.jan = l.start()
-		}
-	})
+	l.timer = time.AfterFunc(delay, l.now)
 	return l
+}
+
+// now starts the janitor at once, unless it runs already or the run was
+// released.
+func (l *lateJanitor) now() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done && l.jan == nil {
+		l.timer.Stop()
+		l.jan = l.start()
+	}
+}
+
+// janitorAtAgent is a report.Sink that starts the run's janitor (set)
+// when the first agent turn begins (report.EventAgentStarted), before the
+// agent container starts.
+type janitorAtAgent struct {
+	l atomic.Pointer[lateJanitor]
+}
+
+// set names the run's janitor; events before it start nothing.
+func (j *janitorAtAgent) set(l *lateJanitor) { j.l.Store(l) }
+
+func (j *janitorAtAgent) Emit(e report.Event) {
+	if e.Type != report.EventAgentStarted {
+		return
+	}
+	if l := j.l.Load(); l != nil {
+		l.now()
+	}
 }
 
 // release is janitor.release for the run's janitor; a run that did not

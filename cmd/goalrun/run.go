@@ -352,7 +352,10 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 		sinks = append(sinks, report.NewJSONLSink(f))
 	}
 	book := report.NewTimeBook()
-	sinks = append(sinks, book)
+	// The first agent turn starts the run's janitor (below) if the run
+	// has none yet.
+	janAtAgent := &janitorAtAgent{}
+	sinks = append(sinks, book, janAtAgent)
 	em := report.NewEmitter(report.Tee(sinks...), red, eng.now)
 	ctx = withAnnouncer(ctx, em, eng.now)
 	roots := []string{cfg.dir} // the trees the sandbox could write (ownFile.settle)
@@ -459,11 +462,13 @@ func execute(ctx context.Context, cfg runConfig, eng engine, sinks ...report.Sin
 
 	// What this run cannot remove itself (killed outright, an Engine that
 	// stopped answering) a detached janitor removes once it is gone; it
-	// starts when the run outlasts janitorDelay, or at the end of a
-	// shorter run that could not remove everything.
+	// starts when the run outlasts janitorDelay or its first agent turn
+	// begins, or at the end of a shorter run that could not remove
+	// everything.
 	jan := startJanitorAfter(janitorDelay, func() *janitor {
 		return startJanitor(cfg.timeout+janitorGrace, cfg.sandbox != "local")
 	})
+	janAtAgent.set(jan)
 	clean := false
 	defer func() { jan.release(clean) }()
 	plan := planSetup(cfg, eng.warn)
