@@ -127,6 +127,10 @@ type lateJanitor struct {
 // unless the run was released before.
 func startJanitorAfter(delay time.Duration, start func() *janitor) *lateJanitor {
 	l := &lateJanitor{start: start}
+	// The timer may fire before AfterFunc returns: now waits for the lock
+	// until l.timer is set.
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.timer = time.AfterFunc(delay, l.now)
 	return l
 }
