@@ -361,8 +361,8 @@ func (c *scanCache) openFile(p string) (*scanFile, error) {
 
 // readScanHead reads f's magic, key, hits and mark count (see save).
 func readScanHead(f *os.File, size int64) (*scanFile, error) {
-	cr := &countingReader{r: io.NewSectionReader(f, 0, size)}
-	br := bufio.NewReaderSize(cr, scanFileBuffer)
+	sr := io.NewSectionReader(f, 0, size)
+	br := bufio.NewReaderSize(sr, scanFileBuffer)
 	magic := make([]byte, len(scanCacheMagic))
 	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != scanCacheMagic {
 		return nil, errScanCache
@@ -391,23 +391,12 @@ func readScanHead(f *os.File, size int64) (*scanFile, error) {
 	if err != nil {
 		return nil, errScanCache
 	}
-	at := cr.n - int64(br.Buffered())
+	read, _ := sr.Seek(0, io.SeekCurrent) // a SectionReader's Seek never fails
+	at := read - int64(br.Buffered())
 	if count > uint64(size-at)/6 { // a mark takes 6 bytes at least
 		return nil, errScanCache
 	}
 	return &scanFile{f: f, size: size, key: key, hits: hits, marksAt: at, count: count}, nil
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // unchanged reports whether every mark's path is as recorded (one lstat
